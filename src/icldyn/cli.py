@@ -1,0 +1,202 @@
+"""icldyn command line (typer + rich). Parses, validates, dispatches; no science here.
+
+Exit codes: 0 success, 1 a check or run failed, 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from icldyn.config import ConfigError, apply_sets, load_toml
+
+app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions_enable=False,
+                  help="Train attention on in-context regression and hold it against closed-form theory.")
+out_console = Console()
+err_console = Console(stderr=True)
+DEFAULT_STORE = "runs"
+
+
+def fail(message: str, code: int = 2) -> None:
+    err_console.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def bad_input() -> Iterator[None]:
+    from icldyn.store import StoreError
+
+    try:
+        yield
+    except (ConfigError, StoreError) as err:
+        fail(str(err))
+
+
+class RichReporter:
+    """One progress bar per training, showing the latest losses."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+
+    def start(self, description: str, total: int) -> Callable[[int, dict], None]:
+        task = self.progress.add_task(description, total=total, info="compiling…")
+
+        def tick(step: int, metrics: dict) -> None:
+            info = "  ".join(f"{k} {float(metrics[k].mean()):.4g}" for k in ("train_loss", "test_loss") if k in metrics)
+            self.progress.update(task, completed=step, info=info)
+
+        return tick
+
+
+@contextmanager
+def progress_bars(enabled: bool) -> Iterator[RichReporter | None]:
+    if not enabled:
+        yield None
+        return
+    cols = [TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}")]
+    with Progress(*cols, console=err_console, transient=False) as progress:
+        yield RichReporter(progress)
+
+
+def _setup() -> None:
+    from icldyn.runtime import setup_jax
+
+    setup_jax()
+
+
+@app.command()
+def run(
+    target: str = typer.Argument("quickstart", help="experiment name (see `icldyn list`) or a CONFIG.toml"),
+    set_: list[str] = typer.Option([], "--set", "-s", help="override, e.g. --set data.n=10 (repeatable)"),
+    quick: bool = typer.Option(False, "--quick", help="the recipe's small size (under a minute on CPU)"),
+    out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="run store directory"),
+    as_json: bool = typer.Option(False, "--json", help="print summary.json to stdout"),
+) -> None:
+    """Run an experiment; writes one run directory."""
+    from icldyn import experiments
+    from icldyn.runs import execute
+
+    with bad_input():
+        raw = load_toml(target) if target.endswith(".toml") else {"experiment": target}
+        raw = apply_sets(raw, set_)
+        exp = experiments.get(raw.get("experiment", "quickstart"))
+        cfg = exp.config(raw, quick=quick)
+    _setup()
+    with bad_input(), progress_bars(not as_json) as reporter:
+        rd, summary = execute(cfg, out, reporter)
+    if as_json:
+        sys.stdout.write((rd.path / "summary.json").read_text())
+        return
+    _print_points(summary)
+    out_console.print(f"run directory: {rd.path}")
+    if summary["status"] != "finished":
+        raise typer.Exit(1)
+
+
+def _print_points(summary: dict) -> None:
+    table = Table(title=f"{summary['experiment']}: measured vs theory")
+    from icldyn.runs import fmt, theory_columns
+
+    keys = theory_columns(summary["points"])
+    for col in ["point", "trained test loss", *keys]:
+        table.add_column(col)
+    for p in summary["points"]:
+        table.add_row(p["point"] or "—", f"{p['test_loss']:.4g}", *(fmt(p.get(k)) for k in keys))
+    out_console.print(table)
+
+
+@app.command("list")
+def list_() -> None:
+    """List the experiment recipes, one line each."""
+    from icldyn.experiments import REGISTRY
+
+    for exp in REGISTRY.values():
+        out_console.print(f"[bold]{exp.name:22s}[/bold] [{exp.paper}] {exp.description}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def runs(out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
+    """List the runs in the store."""
+    from icldyn.store import list_runs
+
+    table = Table()
+    for col in ("run_id", "experiment", "status", "wall_s"):
+        table.add_column(col)
+    for r in list_runs(out):
+        table.add_row(r["run_id"], r["experiment"], r["status"], f"{r['wall_s']:.1f}" if r["wall_s"] else "")
+    out_console.print(table)
+
+
+@app.command()
+def show(run_: str = typer.Argument(..., metavar="RUN"), out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
+    """Print a run's report."""
+    from icldyn.store import resolve_run
+
+    with bad_input():
+        path = resolve_run(out, run_)
+    out_console.print(f"{path}\n")
+    out_console.print((path / "report.md").read_text(), markup=False, highlight=False)
+
+
+@app.command()
+def query(sql: str = typer.Argument(..., help="SQL over the views `metrics` and `runs`"),
+          out: Path = typer.Option(Path(DEFAULT_STORE), "--out"),
+          as_json: bool = typer.Option(False, "--json")) -> None:
+    """DuckDB SQL over every run's metrics (long format) and summaries."""
+    from icldyn.store import query as run_query
+
+    with bad_input():
+        cols, rows = run_query(out, sql)
+    if as_json:
+        print(json.dumps([dict(zip(cols, r)) for r in rows], default=str))
+        return
+    table = Table()
+    for c in cols:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in r))
+    out_console.print(table)
+
+
+@app.command()
+def verify(paper: Optional[str] = typer.Option(None, "--paper", help="ahn (more papers to come)"),
+           quick: bool = typer.Option(False, "--quick"),
+           out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="store for the runs verify trains"),
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """Run every computable claim and print claim / theory / measured / tolerance / pass."""
+    from icldyn import verify as v
+
+    if paper is not None and paper not in v.PAPERS:
+        fail(f"--paper = {paper!r} is not allowed: must be one of {', '.join(v.PAPERS)}")
+    _setup()
+    with bad_input(), progress_bars(not as_json) as reporter:
+        claims = v.verify(paper, quick, out, reporter)
+    if as_json:
+        print(json.dumps([c._asdict() for c in claims], indent=2))
+    else:
+        table = Table(title="icldyn verify")
+        for col in ("paper", "claim", "theory", "measured", "tolerance", "pass"):
+            table.add_column(col)
+        for c in claims:
+            table.add_row(c.paper, c.claim, c.theory, c.measured, c.tolerance,
+                          "[green]pass[/green]" if c.passed else "[red]FAIL[/red]")
+        out_console.print(table)
+    if not all(c.passed for c in claims):
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

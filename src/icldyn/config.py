@@ -1,0 +1,229 @@
+"""Validated run configuration: one frozen pydantic model per concern, loaded from TOML.
+
+A config file holds only overrides of an experiment's defaults; ``--set key=value`` applies
+further overrides with dotted keys (``data.n=10``, ``model.layers=2``). Every field is
+documented in ``docs/config.md``. Invalid input raises :class:`ConfigError` whose message is
+one line naming the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(ValueError):
+    """Bad configuration input; ``str(err)`` is a single line fit for the terminal."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class DataConfig(_Section):
+    """Gaussian in-context regression prompts (Ahn et al. §3.1; SPEC §3.1)."""
+
+    d: int = Field(5, ge=1, le=256, description="covariate dimension d")
+    n: int = Field(20, ge=1, le=100_000, description="context examples per prompt n")
+    covariance: Literal["identity", "eigenvalues", "condition", "official"] = Field(
+        "identity",
+        description="Σ: identity; `eigenvalues` (with a seeded random rotation); `condition` "
+        "(eigenvalues geometric from 1 to 1/condition_number, rotated); `official` "
+        "(the official code's eigenvalues {1, 1, 1/4, 1/16, 1}, d = 5, new rotation per seed)",
+    )
+    eigenvalues: list[float] | None = Field(None, description="eigenvalues of Σ (covariance = eigenvalues)")
+    condition_number: float = Field(16.0, ge=1.0, description="κ(Σ) for covariance = condition")
+    w_prior: Literal["identity", "inverse_covariance"] = Field(
+        "inverse_covariance",
+        description="task prior: w ~ N(0, I_d) (Thm 1) or w ~ N(0, Σ⁻¹) (Thms 3-4, the paper's experiments)",
+    )
+    noise_std: float = Field(0.0, ge=0.0, description="label noise σ: y = wᵀx + σ ε")
+    resample_every: int = Field(1, ge=1, description="draw a fresh training batch every k steps (official code: 100)")
+    test_size: int = Field(20_000, ge=1, description="prompts in the fixed held-out test set of each seed")
+
+    @field_validator("eigenvalues")
+    @classmethod
+    def _positive(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and (len(v) == 0 or min(v) <= 0):
+            raise ValueError(f"must be a non-empty list of positive floats, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DataConfig:
+        if self.covariance == "eigenvalues":
+            if self.eigenvalues is None:
+                raise ValueError("covariance = 'eigenvalues' needs data.eigenvalues (a list of d positive floats)")
+            if len(self.eigenvalues) != self.d:
+                raise ValueError(f"data.eigenvalues has {len(self.eigenvalues)} entries but data.d = {self.d}")
+        if self.covariance == "official" and self.d != 5:
+            raise ValueError(f"covariance = 'official' is defined for d = 5 only, got data.d = {self.d}")
+        return self
+
+
+class ModelConfig(_Section):
+    """L-layer linear self-attention (Ahn et al. eq. (3), parameterisations (8) and (9))."""
+
+    layers: int = Field(3, ge=1, le=64, description="number of layers L")
+    parameterization: Literal["full", "sparse", "relaxed"] = Field(
+        "full", description="full (P, Q free), sparse (eq. 8: preconditioned GD), relaxed (eq. 9: GD++)"
+    )
+    heads: int = Field(1, ge=1, le=64, description="attention heads per layer (their updates are summed)")
+    init_std: float = Field(1e-3, ge=0.0, description="std of the iid normal initialisation of every trained block")
+    forward: Literal["moments", "columns"] = Field(
+        "moments", description="moments: exact (d+1)×(d+1) moment-matrix form (fast); columns: the literal column form"
+    )
+
+
+class TrainConfig(_Section):
+    """Optimiser (optax) and loop settings."""
+
+    optimizer: Literal["adam", "adamw", "sgd"] = Field("adam", description="optax optimiser")
+    lr: float = Field(0.01, gt=0.0, description="peak learning rate")
+    b1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam β₁ (official code: 0.99)")
+    b2: float = Field(0.999, ge=0.0, lt=1.0, description="Adam β₂ (official code: 0.9)")
+    weight_decay: float = Field(0.0, ge=0.0, description="decoupled weight decay (adamw)")
+    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="SGD momentum")
+    clip: float = Field(0.0, ge=0.0, description="gradient clipping threshold; 0 disables")
+    clip_mode: Literal["global", "per_matrix"] = Field(
+        "global", description="global norm, or each parameter block separately (official code)"
+    )
+    schedule: Literal["constant", "step", "cosine"] = Field("constant", description="learning-rate schedule")
+    decay_every: int = Field(4000, ge=1, description="schedule = step: multiply lr by decay_factor every k steps")
+    decay_factor: float = Field(0.5, gt=0.0, le=1.0, description="schedule = step: factor")
+    steps: int = Field(2000, ge=1, description="optimisation steps")
+    batch: int = Field(1000, ge=1, description="prompts per step")
+    log_every: int = Field(100, ge=1, description="metrics every k steps (one compiled chunk)")
+    dtype: Literal["float32", "float64"] = Field("float32", description="floating-point precision")
+    max_loss: float = Field(1e6, gt=0.0, description="a seed whose loss exceeds this (or is NaN) is marked diverged")
+
+
+class RunConfig(_Section):
+    """A whole run: an experiment recipe plus its data, model and training settings."""
+
+    experiment: str = Field("quickstart", description="experiment recipe (see `icldyn list`)")
+    seeds: int = Field(1, ge=1, le=1024, description="independent seeds, trained in one compiled program")
+    seed: int = Field(0, ge=0, description="first seed; seeds are seed, seed+1, …")
+    grid: dict[str, list[int | float | str]] = Field(
+        default_factory=dict, description="dotted key → values; the run trains every point of the product"
+    )
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()
+    train: TrainConfig = TrainConfig()
+
+    @field_validator("grid")
+    @classmethod
+    def _grid_keys(cls, v: dict[str, list]) -> dict[str, list]:
+        for key, values in v.items():
+            section, _, field = key.partition(".")
+            sub = _SECTIONS.get(section)
+            if sub is None or field not in sub.model_fields:
+                raise ValueError(f"grid key {key!r} is not a data.*, model.* or train.* field")
+            if not values:
+                raise ValueError(f"grid key {key!r} has no values")
+        return v
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+
+
+# ---------------------------------------------------------------- building and errors
+
+
+def _describe(model: type[BaseModel], field: str) -> str:
+    """What a field allows, read off its annotation and constraints."""
+    info = model.model_fields[field]
+    text = getattr(info.annotation, "__name__", None) or str(info.annotation).replace("typing.", "")
+    if "Literal" in text:
+        text = "one of " + ", ".join(repr(a) for a in info.annotation.__args__)
+    bounds = [f"{op} {getattr(m, attr)}" for m in info.metadata for attr, op in
+              (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<")) if hasattr(m, attr)]
+    return text + (" " + ", ".join(bounds) if bounds else "")
+
+
+def _one_line(err: ValidationError) -> str:
+    e = err.errors()[0]
+    loc = [str(p) for p in e["loc"]]
+    name = ".".join(loc) if loc else "config"
+    section_model: type[BaseModel] = RunConfig
+    for part in loc[:-1]:
+        section_model = _SECTIONS.get(part, section_model)
+    field = loc[-1] if loc else ""
+    if e["type"] == "extra_forbidden":
+        allowed = ", ".join(section_model.model_fields)
+        return f"unknown key {name!r}; allowed keys here: {allowed}"
+    got = e.get("input")
+    if field in section_model.model_fields and e["type"] not in ("value_error",):
+        return f"{name} = {got!r} is not allowed: must be {_describe(section_model, field)} ({e['msg']})"
+    return f"{name}: {e['msg'].removeprefix('Value error, ')}"
+
+
+def build(raw: dict[str, Any]) -> RunConfig:
+    """Validate a nested dict into a RunConfig, raising a one-line ConfigError."""
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_one_line(err)) from None
+
+
+def parse_value(text: str) -> Any:
+    """A `--set` value: TOML syntax (numbers, booleans, lists, quoted strings) or a bare string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    if not all(parts):
+        raise ConfigError(f"bad key {key!r} in --set: expected section.field, e.g. data.n=10")
+    node = raw
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"bad key {key!r} in --set: {part!r} is not a section")
+    node[parts[-1]] = value
+
+
+def apply_sets(raw: dict[str, Any], sets: list[str]) -> dict[str, Any]:
+    """Apply ``key=value`` overrides to a copy of ``raw``."""
+    raw = copy.deepcopy(raw)
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad --set {item!r}: expected key=value, e.g. --set data.n=10")
+        set_dotted(raw, key.strip(), parse_value(value.strip()))
+    return raw
+
+
+def load_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path!r} does not exist") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"config file {path!r} is not valid TOML: {err}") from None
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Recursive dict merge (``over`` wins); ``grid`` is replaced, not merged."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "grid":
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def with_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
+    """A copy of ``cfg`` with dotted-key overrides (one grid point), re-validated."""
+    raw = cfg.model_dump()
+    for key, value in overrides.items():
+        set_dotted(raw, key, value)
+    raw["grid"] = {}
+    return build(raw)

@@ -1,0 +1,84 @@
+"""Ahn et al.'s setting as a trainer :class:`~icldyn.train.loop.Problem`: Gaussian prompts,
+the linear transformer, and the paper's structure metrics."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from icldyn.config import RunConfig
+from icldyn.data.gaussian import GaussianTask, Prompts, make_task, sample_prompts
+from icldyn.models.linear_attention import LinearTransformer
+from icldyn.train.loop import Problem
+
+TEST_KEY, VAL_KEY = 99, 999  # the official code's test and validation seeds
+
+
+class Setup(NamedTuple):
+    model: LinearTransformer
+    problem: Problem
+    tasks: GaussianTask  # stacked over seeds, training dtype
+    tests: object  # prepared held-out sets, stacked over seeds
+    test_prompts: list[Prompts]  # per seed, float64 NumPy (for the baselines)
+    val_prompts: list[Prompts]
+    keys: jax.Array  # (seeds, 2) training keys
+    seeds: list[int]
+
+
+def dist_to_identity(M: jax.Array) -> jax.Array:
+    """Dist(M, I) = ‖M − (tr M/d) I‖_F / ‖M‖_F, batched over leading axes (SPEC §3.5)."""
+    d = M.shape[-1]
+    off = M - jnp.trace(M, axis1=-2, axis2=-1)[..., None, None] / d * jnp.eye(d, dtype=M.dtype)
+    return jnp.linalg.norm(off, axis=(-2, -1)) / jnp.linalg.norm(M, axis=(-2, -1))
+
+
+def structure_metrics(model: LinearTransformer, params, task: GaussianTask) -> dict[str, jax.Array]:
+    """Per layer: ‖A_ℓ‖_F, Dist(Σ^½A_ℓΣ^½, I), Dist(A_ℓ, I); relaxed/full also Dist(B_ℓ, I)."""
+    A = model.A(params)
+    rot = task.sigma_sqrt @ A @ task.sigma_sqrt  # (L, d, d)
+    out: dict[str, jax.Array] = {}
+    for ell in range(model.layers):
+        out[f"norm_A{ell}"] = jnp.linalg.norm(A[ell])
+        out[f"dist_sigma_A{ell}"] = dist_to_identity(rot[ell])
+        out[f"dist_I_A{ell}"] = dist_to_identity(A[ell])
+    if model.parameterization != "sparse":
+        B = model.B(params)
+        for ell in range(model.layers - 1):  # B_{L-1} does not reach the output (SPEC §3.3)
+            out[f"dist_I_B{ell}"] = dist_to_identity(B[ell])
+    return out
+
+
+def _to_numpy(p: Prompts) -> Prompts:
+    return Prompts(np.asarray(p.X, np.float64), np.asarray(p.y, np.float64))
+
+
+def build(cfg: RunConfig) -> Setup:
+    """Everything one grid point needs: per-seed tasks, held-out sets, keys, and the Problem."""
+    dtype = jnp.float64 if cfg.train.dtype == "float64" else jnp.float32
+    model = LinearTransformer.from_config(cfg.model, cfg.data.d)
+    seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
+    tasks64 = [make_task(cfg.data, s) for s in seeds]
+    tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks64)
+
+    def held_out(task: GaussianTask, seed: int, which: int) -> Prompts:
+        key = jax.random.fold_in(jax.random.PRNGKey(seed), which)
+        t = jax.tree.map(lambda a: jnp.asarray(a, dtype), task)
+        return sample_prompts(t, key=key, batch=cfg.data.test_size, n=cfg.data.n)
+
+    tests_raw = [held_out(t, s, TEST_KEY) for t, s in zip(tasks64, seeds)]
+    tests = jax.tree.map(lambda *xs: jnp.stack(xs), *[model.prepare(p) for p in tests_raw])
+    vals = [_to_numpy(held_out(t, s, VAL_KEY)) for t, s in zip(tasks64, seeds)]
+    keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
+
+    def sample(task, key):
+        return model.prepare(sample_prompts(task, key=key, batch=cfg.train.batch, n=cfg.data.n))
+
+    def evaluate(params, task, test):
+        return {"test_loss": model.loss(params, test), **structure_metrics(model, params, task)}
+
+    problem = Problem(init=lambda task, key: model.init(key=key, dtype=dtype), sample=sample,
+                      loss=model.loss, evaluate=evaluate)
+    return Setup(model, problem, tasks, tests, [_to_numpy(p) for p in tests_raw], vals, keys, seeds)

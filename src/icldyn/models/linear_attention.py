@@ -1,0 +1,157 @@
+"""L-layer linear self-attention transformer (Ahn et al. 2023, eq. (3); SPEC §3.2-3.3).
+
+.. math::
+    Z_{ℓ+1} = Z_ℓ + \\frac1n \\sum_h P_{ℓ,h} Z_ℓ M (Z_ℓ^⊤ Q_{ℓ,h} Z_ℓ),\\qquad
+    M = \\mathrm{diag}(1,…,1,0),\\qquad \\mathrm{TF}(Z_0) = -[Z_L]_{d+1,n+1}
+
+Parameterisations: ``full`` (every P, Q entry trained), ``sparse`` (eq. (8):
+P = [[0,0],[0,1]], Q = −[[A,0],[0,0]] → preconditioned GD, Lemma 1) and ``relaxed``
+(eq. (9), as in the official code: P = [[B,0],[0,1]], Q = −[[A,0],[0,0]] → GD++).
+
+Two exact forwards. The **column form** is the equation above. The **moment form** uses that
+each layer maps every column by one matrix, z ← T_ℓ z with T_ℓ = I + Σ_h P_{ℓ,h} Ŝ_ℓ Q_{ℓ,h} and
+Ŝ_ℓ = (1/n) Z_ℓ M Z_ℓᵀ, so Ŝ_{ℓ+1} = T_ℓ Ŝ_ℓ T_ℓᵀ and the query column follows z_q ← T_ℓ z_q:
+after one pass over the prompt the cost is independent of n.
+
+References:
+    Ahn, Cheng, Daneshmand, Sra, https://arxiv.org/abs/2306.00297, eqs. (3), (8), (9), Lemma 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from icldyn.config import ModelConfig
+from icldyn.data.gaussian import Prompts, prompt_matrix
+
+Params = dict[str, jax.Array]
+
+
+class Moments(NamedTuple):
+    """A prompt reduced to what the linear transformer reads (moment form)."""
+
+    S: jax.Array  # (b, D, D) Ŝ_0 = (1/n) Σ_{i≤n} z_i z_iᵀ, D = d + 1
+    zq: jax.Array  # (b, D) query column [x_{n+1}; 0]
+    yq: jax.Array  # (b,) target y^{(n+1)}
+
+
+class Columns(NamedTuple):
+    Z: jax.Array  # (b, D, n+1) prompt matrix Z_0
+    yq: jax.Array  # (b,)
+
+
+def moments(p: Prompts) -> Moments:
+    n = p.X.shape[1] - 1
+    z = jnp.concatenate([p.X[:, :n], p.y[:, :n, None]], axis=-1)  # (b, n, D) context columns
+    S = jnp.sum(z[:, :, :, None] * z[:, :, None, :], axis=1) / n  # fuses; a batched GEMM would not
+    zq = jnp.concatenate([p.X[:, n], jnp.zeros_like(p.y[:, :1])], axis=-1)
+    return Moments(S, zq, p.y[:, n])
+
+
+def bmm(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Batched small matrix product as a broadcast multiply-sum, which XLA fuses into one
+    vectorised loop instead of one tiny GEMM call per prompt."""
+    return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
+
+
+def forward_moments(P: jax.Array, Q: jax.Array, x: Moments) -> jax.Array:
+    """[Z_L]_{d+1,n+1} from moments. P, Q: (L, H, D, D). Returns (b,)."""
+    S, zq = x.S, x.zq
+    eye = jnp.eye(S.shape[-1], dtype=S.dtype)
+    for ell in range(P.shape[0]):
+        SQ = jnp.einsum("bij,hjk->bhik", S, Q[ell])  # (b, H, D, D)
+        T = eye + jnp.einsum("hij,bhjk->bik", P[ell], SQ)  # (b, D, D)
+        zq = jnp.sum(T * zq[:, None, :], axis=-1)  # T z_q
+        S = bmm(bmm(T, S), jnp.swapaxes(T, -1, -2))  # T Ŝ Tᵀ
+    return zq[:, -1]
+
+
+def forward_columns(P: jax.Array, Q: jax.Array, Z: jax.Array) -> jax.Array:
+    """Z_L from Z_0 (b, D, n+1) by the literal column recursion of eq. (3)."""
+    n = Z.shape[-1] - 1
+    for ell in range(P.shape[0]):
+        ZM = Z.at[:, :, n].set(0.0)  # Z M: the query is not a key/value
+        attn = jnp.einsum("bki,hkl,blj->bhij", ZM, Q[ell], Z)  # (b, H, n+1, n+1) (ZM)ᵀ Q Z
+        Z = Z + jnp.einsum("hkl,bli,bhij->bkj", P[ell], ZM, attn) / n
+    return Z
+
+
+@dataclass(frozen=True)
+class LinearTransformer:
+    """Static description of the model; parameters live in a separate pytree."""
+
+    d: int
+    layers: int
+    heads: int = 1
+    parameterization: str = "full"
+    init_std: float = 1e-3
+    form: str = "moments"
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig, d: int) -> LinearTransformer:
+        return cls(d, cfg.layers, cfg.heads, cfg.parameterization, cfg.init_std, cfg.forward)
+
+    def init(self, *, key: jax.Array, dtype=jnp.float32) -> Params:
+        """iid N(0, init_std²) blocks (official code); ``full`` starts with P[d,d] = 1 so the value
+        path reads the labels from the first step, as the sparse and relaxed forms fix it."""
+        L, H, d = self.layers, self.heads, self.d
+        kA, kB = jax.random.split(key)
+        normal = lambda k, shape: self.init_std * jax.random.normal(k, shape, dtype)  # noqa: E731
+        if self.parameterization == "full":
+            P = normal(kB, (L, H, d + 1, d + 1)).at[:, :, d, d].add(1.0)
+            return {"P": P, "Q": normal(kA, (L, H, d + 1, d + 1))}
+        params = {"A": normal(kA, (L, H, d, d))}
+        if self.parameterization == "relaxed":
+            params["B"] = normal(kB, (L, H, d, d))
+        return params
+
+    def PQ(self, params: Params) -> tuple[jax.Array, jax.Array]:
+        """(P, Q), each (L, H, d+1, d+1), from the parameterisation's free blocks."""
+        if self.parameterization == "full":
+            return params["P"], params["Q"]
+        A = params["A"]
+        L, H, d, _ = A.shape
+        P = jnp.zeros((L, H, d + 1, d + 1), A.dtype).at[:, :, d, d].set(1.0)
+        if self.parameterization == "relaxed":
+            P = P.at[:, :, :d, :d].set(params["B"])
+        Q = jnp.zeros_like(P).at[:, :, :d, :d].set(-A)
+        return P, Q
+
+    def A(self, params: Params) -> jax.Array:
+        """Effective preconditioners A_ℓ = −Σ_h P_{ℓ,h}[d,d] Q_{ℓ,h}[:d,:d], shape (L, d, d)."""
+        P, Q = self.PQ(params)
+        d = self.d
+        return -jnp.einsum("lh,lhij->lij", P[:, :, d, d], Q[:, :, :d, :d])
+
+    def B(self, params: Params) -> jax.Array:
+        """Covariate maps B_ℓ = Σ_h P_{ℓ,h}[:d,:d] (relaxed eq. (9)), shape (L, d, d)."""
+        P, _ = self.PQ(params)
+        return P[:, :, : self.d, : self.d].sum(axis=1)
+
+    def prepare(self, prompts: Prompts) -> Moments | Columns:
+        """Turn raw prompts into this forward's input (done once per fresh batch)."""
+        if self.form == "moments":
+            return moments(prompts)
+        return Columns(prompt_matrix(prompts), prompts.y[:, -1])
+
+    def readout(self, params: Params, x: Moments | Columns) -> jax.Array:
+        """[Z_L]_{d+1,n+1} per prompt (the prediction is its negative)."""
+        P, Q = self.PQ(params)
+        if isinstance(x, Moments):
+            return forward_moments(P, Q, x)
+        return forward_columns(P, Q, x.Z)[:, -1, -1]
+
+    def predict(self, params: Params, x: Moments | Columns) -> jax.Array:
+        """TF(Z_0) = −[Z_L]_{d+1,n+1}."""
+        return -self.readout(params, x)
+
+    def per_prompt_loss(self, params: Params, x: Moments | Columns) -> jax.Array:
+        """(TF(Z_0) − y^{(n+1)})², no ½ (official code)."""
+        return jnp.square(self.readout(params, x) + x.yq)
+
+    def loss(self, params: Params, x: Moments | Columns) -> jax.Array:
+        return jnp.mean(self.per_prompt_loss(params, x))

@@ -1,0 +1,155 @@
+"""Run store: one directory per run, atomic writes, DuckDB queries over every run.
+
+Layout (DESIGN §4)::
+
+    <store>/<run_id>/config.toml  metrics.parquet  summary.json  params.npz  figures/*.png  report.md
+
+``metrics.parquet`` is long format: run_id, point, seed, step, metric, value (``point`` names the
+grid point, e.g. ``model.layers=3``; empty for a run without a grid).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import tomli_w
+
+from icldyn.config import RunConfig
+
+METRICS_SCHEMA = pa.schema([("run_id", pa.string()), ("point", pa.string()), ("seed", pa.int64()),
+                            ("step", pa.int64()), ("metric", pa.string()), ("value", pa.float64())])
+
+
+class StoreError(ValueError):
+    """A run or store path that cannot be used; the message is one line."""
+
+
+def _atomic(path: Path, write) -> None:
+    """Write via a temporary file in the same directory, then rename over ``path``."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    _atomic(path, lambda f: f.write(text.encode()))
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, default=_json_default) + "\n")
+
+
+def _json_default(x: Any) -> Any:
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"cannot serialise {type(x).__name__}")
+
+
+def config_toml(cfg: RunConfig) -> str:
+    return tomli_w.dumps(cfg.model_dump(exclude_none=True))
+
+
+class RunDir:
+    """A run directory being written."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.run_id = path.name
+        (path / "figures").mkdir(exist_ok=True)
+
+    @classmethod
+    def create(cls, store: str | Path, name: str) -> RunDir:
+        """A fresh, uniquely named directory ``<store>/<time>-<name>-<random>`` (never reused)."""
+        root = Path(store)
+        root.mkdir(parents=True, exist_ok=True)
+        if root.is_symlink():
+            raise StoreError(f"store {str(root)!r} is a symlink; give a real directory with --out")
+        run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{secrets.token_hex(3)}"
+        path = root / run_id
+        path.mkdir()  # exclusive: fails rather than reuse
+        return cls(path)
+
+    def write_config(self, cfg: RunConfig) -> None:
+        write_text(self.path / "config.toml", config_toml(cfg))
+
+    def write_metrics(self, rows: dict[str, list]) -> None:
+        table = pa.table(rows, schema=METRICS_SCHEMA)
+        _atomic(self.path / "metrics.parquet", lambda f: pq.write_table(table, f))
+
+    def write_params(self, arrays: dict[str, np.ndarray]) -> None:
+        _atomic(self.path / "params.npz", lambda f: np.savez(f, **arrays))
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        write_json(self.path / "summary.json", summary)
+
+    def write_report(self, text: str) -> None:
+        write_text(self.path / "report.md", text)
+
+    def figure(self, name: str) -> Path:
+        return self.path / "figures" / f"{name}.png"
+
+
+def resolve_run(store: str | Path, run: str) -> Path:
+    """A run given by directory path, id, or unique id prefix/suffix."""
+    path = Path(run)
+    if (path / "summary.json").exists():
+        return path
+    root = Path(store)
+    matches = [p for p in root.glob("*") if p.is_dir() and run in p.name] if root.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise StoreError(f"no run {run!r} in store {str(root)!r}; see `icldyn runs`")
+    raise StoreError(f"run {run!r} is ambiguous in {str(root)!r}: {', '.join(sorted(p.name for p in matches)[:5])}")
+
+
+def list_runs(store: str | Path) -> list[dict[str, Any]]:
+    out = []
+    for p in sorted(Path(store).glob("*/summary.json")):
+        s = json.loads(p.read_text())
+        out.append({"run_id": p.parent.name, "experiment": s.get("experiment", "?"),
+                    "status": s.get("status", "?"), "wall_s": s.get("wall_s"), "path": str(p.parent)})
+    return out
+
+
+def query(store: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
+    """Run SQL over the view ``metrics`` (every run's metrics.parquet) and ``runs`` (summaries)."""
+    root = Path(store)
+    files = sorted(str(p) for p in root.glob("*/metrics.parquet"))
+    con = duckdb.connect()
+    if files:
+        listing = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        con.execute(f"CREATE VIEW metrics AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
+    else:
+        con.execute("CREATE VIEW metrics AS SELECT * FROM (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS point, "
+                    "NULL::BIGINT AS seed, NULL::BIGINT AS step, NULL::VARCHAR AS metric, NULL::DOUBLE AS value) "
+                    "WHERE false")
+    runs = list_runs(root)
+    con.execute("CREATE TABLE runs (run_id VARCHAR, experiment VARCHAR, status VARCHAR, wall_s DOUBLE, path VARCHAR)")
+    if runs:
+        con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?)", [tuple(r.values()) for r in runs])
+    try:
+        cur = con.execute(sql)
+    except duckdb.Error as err:
+        raise StoreError(f"query failed: {str(err).splitlines()[0]}") from None
+    cols = [c[0] for c in cur.description] if cur.description else []
+    return cols, cur.fetchall()

@@ -1,0 +1,45 @@
+"""End to end through the CLI: a tiny run writes the run-directory contract; store commands read it."""
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+from typer.testing import CliRunner
+
+from icldyn.cli import app
+
+TINY = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", "train.batch=64",
+        "--set", "data.test_size=256", "--set", "seeds=2"]
+
+
+def test_run_writes_contract_and_store_commands_read_it(tmp_path):
+    cli = CliRunner()
+    res = cli.invoke(app, ["run", "quickstart", "--json", "--out", str(tmp_path), *TINY])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    run = tmp_path / summary["run_id"]
+    for name in ("config.toml", "metrics.parquet", "summary.json", "params.npz", "report.md"):
+        assert (run / name).is_file()
+    assert (run / "figures" / "loss_curves.png").is_file()
+    assert "seeds = 2" in (run / "config.toml").read_text()
+    table = pq.read_table(run / "metrics.parquet")
+    assert table.column_names == ["run_id", "point", "seed", "step", "metric", "value"]
+    assert set(table.column("seed").to_pylist()) == {0, 1}
+    with np.load(run / "params.npz", allow_pickle=False) as npz:
+        assert npz["model.layers=1/seed0/P"].shape == (1, 1, 6, 6)
+    assert summary["versions"]["jax"]
+    p1 = summary["points"][0]
+    assert p1["layers"] == 1 and p1["optimal_loss"] > 0 and p1["gd"] > p1["pgd"]
+
+    res = cli.invoke(app, ["query", "SELECT count(DISTINCT seed) AS s FROM metrics WHERE metric = 'test_loss'",
+                           "--json", "--out", str(tmp_path)])
+    assert res.exit_code == 0 and json.loads(res.stdout) == [{"s": 2}]
+    assert summary["run_id"] in cli.invoke(app, ["runs", "--out", str(tmp_path)]).stdout
+    assert "quickstart" in cli.invoke(app, ["show", summary["run_id"][-6:], "--out", str(tmp_path)]).stdout
+    assert cli.invoke(app, ["query", "SELEC nonsense", "--out", str(tmp_path)]).exit_code == 2
+
+
+def test_list_names_every_recipe():
+    out = CliRunner().invoke(app, ["list"]).stdout
+    for name in ("quickstart", "ahn-loss-vs-layers", "ahn-loss-vs-n", "ahn-structure"):
+        assert name in out

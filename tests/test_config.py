@@ -1,0 +1,62 @@
+import pytest
+from typer.testing import CliRunner
+
+from icldyn.cli import app
+from icldyn.config import ConfigError, RunConfig, _SECTIONS, apply_sets, build
+from icldyn.experiments import REGISTRY, get
+
+
+@pytest.mark.parametrize("raw, needle", [
+    ({"data": {"d": 0}}, "data.d"),
+    ({"data": {"dd": 3}}, "unknown key 'data.dd'"),
+    ({"model": {"parameterization": "dense"}}, "'full', 'sparse', 'relaxed'"),
+    ({"train": {"lr": -1.0}}, "train.lr"),
+    ({"data": {"covariance": "eigenvalues", "eigenvalues": [1.0, -2.0], "d": 2}}, "positive"),
+    ({"data": {"covariance": "eigenvalues", "eigenvalues": [1.0, 2.0]}}, "data.d = 5"),
+    ({"grid": {"data.nope": [1]}}, "data.nope"),
+    ({"bogus": 1}, "unknown key 'bogus'"),
+])
+def test_bad_config_is_one_line_naming_the_field(raw, needle):
+    with pytest.raises(ConfigError) as err:
+        build(raw)
+    msg = str(err.value)
+    assert needle in msg and "\n" not in msg
+
+
+def test_every_field_is_documented_and_in_docs():
+    docs = open("docs/config.md").read()
+    for name, section in {"": RunConfig, **_SECTIONS}.items():
+        for field, info in section.model_fields.items():
+            if field in _SECTIONS:
+                continue
+            assert info.description, f"{name}.{field} has no description"
+            assert f"`{name + '.' if name else ''}{field}`" in docs, f"{name}.{field} missing from docs/config.md"
+
+
+def test_set_overrides_parse_toml_values():
+    raw = apply_sets({}, ["data.n=10", "model.parameterization=sparse", "data.eigenvalues=[1, 0.5]", "seeds=3"])
+    assert raw == {"data": {"n": 10, "eigenvalues": [1, 0.5]}, "model": {"parameterization": "sparse"}, "seeds": 3}
+    with pytest.raises(ConfigError, match="expected key=value"):
+        apply_sets({}, ["data.n"])
+
+
+def test_recipes_validate_at_both_sizes():
+    for name in REGISTRY:
+        assert get(name).config().experiment == name
+        assert get(name).config(quick=True).experiment == name
+    with pytest.raises(ConfigError, match="unknown experiment"):
+        get("nope")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "--set", "data.d=0"], "data.d"),
+    (["run", "no-such-experiment"], "unknown experiment"),
+    (["run", "--set", "train.optimizer=lbfgs"], "train.optimizer"),
+    (["run", "missing.toml"], "does not exist"),
+    (["verify", "--paper", "xyz"], "--paper"),
+])
+def test_cli_bad_input_exit_2_one_line(args, needle):
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in res.output
