@@ -20,7 +20,7 @@ from icldyn.config import ConfigError, apply_sets, load_toml
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions_enable=False,
                   help="Train attention on in-context regression and hold it against closed-form theory.")
-out_console = Console()
+out_console = Console(width=None if sys.stdout.isatty() else 200)  # no wrapping into files
 err_console = Console(stderr=True)
 DEFAULT_STORE = "runs"
 

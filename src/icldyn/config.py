@@ -177,6 +177,12 @@ def parse_value(text: str) -> Any:
 
 
 def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
+    """Set ``raw[a][b] = value`` for key ``a.b``; ``grid.<dotted key>`` sets one grid axis."""
+    if key.startswith("grid."):
+        if not isinstance(value, list):
+            raise ConfigError(f"bad --set {key}: a grid axis takes a list, e.g. {key}=[1,2]")
+        raw.setdefault("grid", {})[key.removeprefix("grid.")] = value
+        return
     parts = key.split(".")
     if not all(parts):
         raise ConfigError(f"bad key {key!r} in --set: expected section.field, e.g. data.n=10")

@@ -77,11 +77,11 @@ def structure(cfg: RunConfig, points: list[dict], rows: dict[str, list], rd) -> 
             for metric, style in ((f"dist_sigma_A{ell}", "-"), (f"dist_I_A{ell}", ":"), (f"dist_I_B{ell}", "--")):
                 x, m, _, _ = series(rows, p["point"], metric)
                 if len(x):
-                    ax.plot(x, m, style, label=metric.replace("dist_sigma_", "Dist(Σ½AΣ½,I) ").replace(
+                    ax.plot(x, m, style, color=f"C{ell}", label=metric.replace("dist_sigma_", "Dist(Σ½AΣ½,I) ").replace(
                         "dist_I_", "Dist(·,I) "))
-        ax.set(xlabel="step", ylabel="distance", ylim=(0, 1.05), title=f"{p['point'] or p['parameterization']}")
+        ax.set(xlabel="step", ylabel="distance", ylim=(0, 1.05), title=p["point"] or p["parameterization"])
         ax.legend(fontsize=7)
-    fig.suptitle(f"{cfg.experiment}: distances (scale-invariant)  —  {_subtitle(cfg)}", fontsize=9)
+    fig.suptitle(f"{cfg.experiment}: scale-invariant distances\n{_subtitle(cfg)}", fontsize=9)
     names.append(_save(fig, rd, "distances"))
 
     for p in points:

@@ -24,8 +24,10 @@ from icldyn.train.optimizers import build_optimizer
 OFFICIAL_TRAIN = {"optimizer": "adamw", "b1": 0.99, "b2": 0.9, "clip": 0.01, "clip_mode": "per_matrix",
                   "schedule": "step", "batch": 20_000, "log_every": 200}
 OFFICIAL_DATA = {"d": 5, "n": 20, "covariance": "official", "w_prior": "inverse_covariance", "resample_every": 100}
-QUICK_TRAIN = {"optimizer": "adam", "b1": 0.9, "b2": 0.999, "clip": 0.0, "schedule": "cosine", "lr": 0.01,
-               "steps": 2000, "batch": 1000, "log_every": 100}
+# Quick sizes (under a minute on 2 CPU cores): fresh small batches, Adam with a cosine schedule and
+# global clipping converge these small models much faster per second than the official set-up.
+QUICK_TRAIN = {"optimizer": "adam", "b1": 0.9, "b2": 0.999, "clip": 1.0, "clip_mode": "global",
+               "schedule": "cosine", "lr": 0.05, "steps": 3000, "batch": 500, "log_every": 100}
 QUICK_DATA = {"resample_every": 1, "test_size": 20_000}
 
 
@@ -114,7 +116,7 @@ register(Experiment(
               "data": {"d": 5, "n": 20, "covariance": "eigenvalues", "eigenvalues": [2.0, 1.0, 0.5, 0.25, 0.1],
                        "w_prior": "identity", "test_size": 50_000},
               "model": {"parameterization": "full"},
-              "train": {**QUICK_TRAIN, "lr": 0.01, "clip": 1.0, "steps": 2500}},
+              "train": {**QUICK_TRAIN, "lr": 0.01, "steps": 2500, "batch": 1000}},
 ))
 register(Experiment(
     "ahn-loss-vs-layers", "ahn",
@@ -124,7 +126,7 @@ register(Experiment(
               "model": {"parameterization": "relaxed", "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.01, "decay_every": 4000, "steps": 20_000}},
     quick={"seeds": 1, "grid": {"model.layers": [1, 2, 3]}, "data": QUICK_DATA, "model": {"init_std": 1e-3},
-           "train": {**QUICK_TRAIN, "lr": 0.03}},
+           "train": QUICK_TRAIN},
 ))
 register(Experiment(
     "ahn-loss-vs-n", "ahn",
@@ -136,7 +138,7 @@ register(Experiment(
               "train": {**OFFICIAL_TRAIN, "lr": 0.01, "clip": 0.001, "decay_every": 2000, "steps": 8000,
                         "batch": 40_000}},
     quick={"seeds": 1, "grid": {"data.n": [2, 5, 10, 20]}, "data": QUICK_DATA, "model": {"init_std": 1e-3},
-           "train": {**QUICK_TRAIN, "lr": 0.03, "steps": 1500}},
+           "train": {**QUICK_TRAIN, "steps": 1500}},
 ))
 register(Experiment(
     "ahn-structure", "ahn",
@@ -145,5 +147,5 @@ register(Experiment(
     defaults={"seeds": 5, "grid": {"model.parameterization": ["sparse", "relaxed"]}, "data": OFFICIAL_DATA,
               "model": {"layers": 3, "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.02, "decay_every": 2000, "steps": 30_000}},
-    quick={"seeds": 1, "data": QUICK_DATA, "model": {"init_std": 1e-3}, "train": QUICK_TRAIN},
+    quick={"seeds": 1, "data": QUICK_DATA, "model": {"init_std": 1e-3}, "train": {**QUICK_TRAIN, "steps": 4000}},
 ))
