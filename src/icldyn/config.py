@@ -72,8 +72,11 @@ class ModelConfig(_Section):
     )
     heads: int = Field(1, ge=1, le=64, description="attention heads per layer (their updates are summed)")
     init_std: float = Field(1e-3, ge=0.0, description="std of the iid normal initialisation of every trained block")
-    forward: Literal["moments", "columns"] = Field(
-        "moments", description="moments: exact (d+1)×(d+1) moment-matrix form (fast); columns: the literal column form"
+    forward: Literal["auto", "kernel", "moments", "columns"] = Field(
+        "auto",
+        description="kernel: fused C loss+gradient of the moment form (CPU); moments: the exact (d+1)×(d+1) "
+        "moment-matrix form in JAX; columns: the literal column form of eq. (3); auto: kernel where it "
+        "compiles on a CPU backend, else moments",
     )
 
 
@@ -97,6 +100,7 @@ class TrainConfig(_Section):
     batch: int = Field(1000, ge=1, description="prompts per step")
     log_every: int = Field(100, ge=1, description="metrics every k steps (one compiled chunk)")
     dtype: Literal["float32", "float64"] = Field("float32", description="floating-point precision")
+    threads: int = Field(1, ge=1, le=256, description="CPU threads of the fused kernel (changes summation order)")
     max_loss: float = Field(1e6, gt=0.0, description="a seed whose loss exceeds this (or is NaN) is marked diverged")
 
 

@@ -58,7 +58,7 @@ def _to_numpy(p: Prompts) -> Prompts:
 def build(cfg: RunConfig) -> Setup:
     """Everything one grid point needs: per-seed tasks, held-out sets, keys, and the Problem."""
     dtype = jnp.float64 if cfg.train.dtype == "float64" else jnp.float32
-    model = LinearTransformer.from_config(cfg.model, cfg.data.d)
+    model = LinearTransformer.from_config(cfg.model, cfg.data.d, cfg.train.threads)
     seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
     tasks64 = [make_task(cfg.data, s) for s in seeds]
     tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks64)

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 
 from icldyn.config import ModelConfig
 from icldyn.data.gaussian import Prompts, prompt_matrix
+from icldyn.models import kernel
 
 Params = dict[str, jax.Array]
 
@@ -89,11 +90,17 @@ class LinearTransformer:
     heads: int = 1
     parameterization: str = "full"
     init_std: float = 1e-3
-    form: str = "moments"
+    form: str = "moments"  # kernel | moments | columns
+    threads: int = 1  # kernel only
 
     @classmethod
-    def from_config(cls, cfg: ModelConfig, d: int) -> LinearTransformer:
-        return cls(d, cfg.layers, cfg.heads, cfg.parameterization, cfg.init_std, cfg.forward)
+    def from_config(cls, cfg: ModelConfig, d: int, threads: int = 1) -> LinearTransformer:
+        form = cfg.forward
+        if form == "auto":
+            form = "kernel" if jax.default_backend() == "cpu" and kernel.available() else "moments"
+        if form == "kernel" and not kernel.available():
+            form = "moments"
+        return cls(d, cfg.layers, cfg.heads, cfg.parameterization, cfg.init_std, form, threads)
 
     def init(self, *, key: jax.Array, dtype=jnp.float32) -> Params:
         """iid N(0, init_std²) blocks (official code); ``full`` starts with P[d,d] = 1 so the value
@@ -134,7 +141,7 @@ class LinearTransformer:
 
     def prepare(self, prompts: Prompts) -> Moments | Columns:
         """Turn raw prompts into this forward's input (done once per fresh batch)."""
-        if self.form == "moments":
+        if self.form in ("moments", "kernel"):
             return moments(prompts)
         return Columns(prompt_matrix(prompts), prompts.y[:, -1])
 
@@ -154,4 +161,8 @@ class LinearTransformer:
         return jnp.square(self.readout(params, x) + x.yq)
 
     def loss(self, params: Params, x: Moments | Columns) -> jax.Array:
+        """Mean of :meth:`per_prompt_loss`; the ``kernel`` form computes it and its gradient fused."""
+        if self.form == "kernel":
+            P, Q = self.PQ(params)
+            return kernel.loss(P, Q, x.S, x.zq, x.yq, self.threads)
         return jnp.mean(self.per_prompt_loss(params, x))

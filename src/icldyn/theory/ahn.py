@@ -59,6 +59,21 @@ def optimal_loss(sigma: np.ndarray, n: int, w_cov: np.ndarray | None = None, noi
 # ---------------------------------------------------------------- L-step baselines on prompts
 
 
+def context_stats(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Ŝ, h, x_{n+1}) per prompt from **all n** context examples: Ŝ = (1/n)Σ x_i x_iᵀ, h = (1/n)Σ y_i x_i."""
+    n = X.shape[1] - 1
+    Xc = X[:, :n]
+    return np.einsum("bip,biq->bpq", Xc, Xc) / n, np.einsum("bid,bi->bd", Xc, y[:, :n]) / n, X[:, n]
+
+
+def pgd_from_stats(S: np.ndarray, h: np.ndarray, xq: np.ndarray, As: list[np.ndarray]) -> np.ndarray:
+    w = np.zeros_like(h)
+    for A in As:
+        grad = np.einsum("bpq,bq->bp", S, w, optimize=False) - h  # ∇R(w) = Ŝw − h
+        w = w - np.einsum("bq,qp->bp", grad, A, optimize=False)  # rows: (A_ℓᵀ ∇R)ᵀ = ∇Rᵀ A_ℓ
+    return np.einsum("bd,bd->b", xq, w)
+
+
 def preconditioned_gd(X: np.ndarray, y: np.ndarray, As: list[np.ndarray]) -> np.ndarray:
     """Lemma 1: the sparse (eq. 8) transformer computes ⟨w_L, x_{n+1}⟩ with w_0 = 0 and
 
@@ -67,13 +82,7 @@ def preconditioned_gd(X: np.ndarray, y: np.ndarray, As: list[np.ndarray]) -> np.
     over **all n** context examples. X: (b, n+1, d) rows incl. the query; y: (b, n+1) (the
     query's label is ignored). Returns the predictions (b,).
     """
-    n = X.shape[1] - 1
-    Xc, yc = X[:, :n], y[:, :n]
-    w = np.zeros((X.shape[0], X.shape[2]))
-    for A in As:
-        grad = np.einsum("bid,bi->bd", Xc, np.einsum("bid,bd->bi", Xc, w) - yc) / n  # ∇R(w)
-        w = w - grad @ A  # rows: (A_ℓᵀ ∇R)ᵀ = ∇Rᵀ A_ℓ
-    return np.einsum("bd,bd->b", X[:, n], w)
+    return pgd_from_stats(*context_stats(X, y), As)
 
 
 def ols(X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -90,12 +99,14 @@ def mse(pred: np.ndarray, y: np.ndarray) -> float:
 def tune_step(X: np.ndarray, y: np.ndarray, base: np.ndarray, steps: int) -> float:
     """Constant step η minimising the loss of ``steps`` steps of GD preconditioned by ``base``
     (A_ℓ = η·base) on the given (validation) prompts: log-grid search, then Brent refinement."""
+    stats = context_stats(X, y)
+
     def loss(log_eta: float) -> float:
-        val = mse(preconditioned_gd(X, y, [np.exp(log_eta) * base] * steps), y)
+        val = mse(pgd_from_stats(*stats, [np.exp(log_eta) * base] * steps), y)
         return val if np.isfinite(val) else 1e300
 
     with np.errstate(over="ignore", invalid="ignore"):
-        grid = np.linspace(np.log(1e-3), np.log(4.0), 40)
+        grid = np.linspace(np.log(1e-3), np.log(4.0), 30)
         best = int(np.argmin([loss(g) for g in grid]))
         lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
         res = minimize_scalar(loss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-4})

@@ -1,0 +1,113 @@
+"""Fused C kernel for the moment-form linear transformer's loss and gradient (CPU).
+
+``_lsa_kernel.c`` is compiled on first use with the system C compiler (``-O3 -march=native``,
+OpenMP when available) into a cache directory and called through :func:`jax.pure_callback`
+inside a ``custom_vjp``: one call per training step returns the loss and the exact gradient with
+respect to every P and Q (batch innermost, so the tiny products run as vector FMAs). Where no
+compiler is found, :func:`available` is False and models fall back to the pure-JAX moment form,
+which is also the reference the tests compare this kernel against.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+SOURCE = Path(__file__).with_name("_lsa_kernel.c")
+FLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
+
+
+def _cpu_id() -> str:
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags"))
+    except (OSError, StopIteration):
+        flags = ""
+    return platform.machine() + flags
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("ICLDYN_KERNEL_CACHE", Path.home() / ".cache" / "icldyn" / "kernels"))
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """The compiled kernel, building it if needed; None where no C compiler works."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None or os.environ.get("ICLDYN_NO_KERNEL"):
+        return None
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode() + _cpu_id().encode()).hexdigest()[:16]
+    out = _cache_dir() / f"lsa_{key}.so"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        res = subprocess.run([cc, *FLAGS, str(SOURCE), "-o", str(tmp)], capture_output=True, text=True)
+        if res.returncode != 0:
+            return None
+        os.replace(tmp, out)  # atomic: concurrent builders agree
+    lib = ctypes.CDLL(str(out))
+    for name, real in (("lsa_f32", ctypes.c_float), ("lsa_f64", ctypes.c_double)):
+        fn = getattr(lib, name)
+        ptr = ctypes.POINTER(real)
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long, ptr, ptr, ptr, ptr, ptr, ptr, ptr,
+                       ptr, ptr, ctypes.c_int, ctypes.c_int]
+    return lib
+
+
+def available() -> bool:
+    return library() is not None
+
+
+def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarray, y: np.ndarray, *,
+                      want_grad: bool = True, threads: int = 1):
+    """Loss (1/B)Σ(z_L[d] + y)² and its gradient w.r.t. P, Q (each (L, H, D, D)); NumPy in and out."""
+    dtype = np.float64 if S.dtype == np.float64 else np.float32
+    real = ctypes.c_double if dtype == np.float64 else ctypes.c_float
+    fn = library().lsa_f64 if dtype == np.float64 else library().lsa_f32
+    L, H, D, _ = P.shape
+    arrays = [np.ascontiguousarray(a, dtype) for a in (P, Q, S, zq, y)]
+    loss = np.zeros((), dtype)
+    gP, gQ = np.zeros(P.shape, dtype), np.zeros(Q.shape, dtype)
+    ptr = lambda a: a.ctypes.data_as(ctypes.POINTER(real))  # noqa: E731
+    rc = fn(L, H, D, S.shape[0], *(ptr(a) for a in arrays), ptr(loss), ptr(gP), ptr(gQ),
+            ctypes.POINTER(real)(), int(want_grad), threads)
+    if rc != 0:
+        raise RuntimeError(f"lsa kernel failed (code {rc}; D = {D} must be ≤ 16)")
+    return loss, gP, gQ
+
+
+def _callback(P, Q, S, zq, y, want_grad: bool, threads: int):
+    shapes = (jax.ShapeDtypeStruct((), S.dtype), jax.ShapeDtypeStruct(P.shape, S.dtype),
+              jax.ShapeDtypeStruct(Q.shape, S.dtype))
+    f = functools.partial(value_and_grad_np, want_grad=want_grad, threads=threads)
+    return jax.pure_callback(lambda *a: f(*(np.asarray(x) for x in a)), shapes, P, Q, S, zq, y,
+                             vmap_method="sequential")
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
+def loss(P, Q, S, zq, y, threads: int = 1):
+    """Mean squared readout error of the moment-form forward, differentiable in P and Q."""
+    return _callback(P, Q, S, zq, y, False, threads)[0]
+
+
+def _fwd(P, Q, S, zq, y, threads):
+    value, gP, gQ = _callback(P, Q, S, zq, y, True, threads)
+    return value, (gP, gQ, S, zq, y)
+
+
+def _bwd(threads, res, g):
+    gP, gQ, S, zq, y = res
+    return g * gP, g * gQ, jnp.zeros_like(S), jnp.zeros_like(zq), jnp.zeros_like(y)
+
+
+loss.defvjp(_fwd, _bwd)

@@ -1,0 +1,51 @@
+"""The three exact forwards of the linear transformer agree (float64): column form (eq. 3),
+moment form, fused C kernel (loss and gradient)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from icldyn.data.gaussian import GaussianTask, sample_prompts
+from icldyn.models import kernel
+from icldyn.models.linear_attention import LinearTransformer, moments
+
+D_, N_ = 4, 7
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    task = GaussianTask(jnp.eye(D_), jnp.eye(D_), jnp.eye(D_), jnp.asarray(0.1))
+    return sample_prompts(task, key=jax.random.PRNGKey(0), batch=130, n=N_)  # 130: not a multiple of the block
+
+
+@pytest.mark.parametrize("parameterization", ["full", "sparse", "relaxed"])
+def test_moment_form_equals_column_form(prompts, parameterization):
+    cols = LinearTransformer(D_, 3, heads=2, parameterization=parameterization, init_std=0.3, form="columns")
+    mom = LinearTransformer(D_, 3, heads=2, parameterization=parameterization, init_std=0.3, form="moments")
+    params = cols.init(key=jax.random.PRNGKey(1), dtype=jnp.float64)
+    a, b = cols.predict(params, cols.prepare(prompts)), mom.predict(params, mom.prepare(prompts))
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.skipif(not kernel.available(), reason="no C compiler: the kernel path is not built here")
+@pytest.mark.parametrize("dtype, tol", [(jnp.float64, 1e-12), (jnp.float32, 2e-5)])
+def test_kernel_loss_and_gradient_equal_autodiff(prompts, dtype, tol):
+    x = jax.tree.map(lambda a: a.astype(dtype), moments(prompts))
+    mom = LinearTransformer(D_, 3, heads=2, parameterization="full", init_std=0.3, form="moments")
+    ker = LinearTransformer(D_, 3, heads=2, parameterization="full", init_std=0.3, form="kernel")
+    params = mom.init(key=jax.random.PRNGKey(2), dtype=dtype)
+    ref_l, ref_g = jax.value_and_grad(mom.loss)(params, x)
+    ker_l, ker_g = jax.jit(jax.value_and_grad(ker.loss))(params, x)
+    np.testing.assert_allclose(ker_l, ref_l, rtol=tol)
+    for k in ref_g:
+        np.testing.assert_allclose(ker_g[k], ref_g[k], rtol=tol, atol=tol * float(jnp.abs(ref_g[k]).max()))
+
+
+def test_effective_preconditioner_of_each_parameterisation():
+    m = LinearTransformer(3, 2, parameterization="relaxed")
+    params = {"A": jnp.arange(18.0).reshape(2, 1, 3, 3), "B": jnp.ones((2, 1, 3, 3))}
+    P, Q = m.PQ(params)
+    assert float(P[0, 0, 3, 3]) == 1.0 and float(Q[0, 0, 3, 3]) == 0.0
+    np.testing.assert_array_equal(m.A(params), params["A"][:, 0])
+    np.testing.assert_array_equal(m.B(params), params["B"][:, 0])
