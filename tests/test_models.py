@@ -49,3 +49,24 @@ def test_effective_preconditioner_of_each_parameterisation():
     assert float(P[0, 0, 3, 3]) == 1.0 and float(Q[0, 0, 3, 3]) == 0.0
     np.testing.assert_array_equal(m.A(params), params["A"][:, 0])
     np.testing.assert_array_equal(m.B(params), params["B"][:, 0])
+
+
+@pytest.mark.skipif(not kernel.available(), reason="no C compiler: the kernel path is not built here")
+def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
+    from icldyn.config import DataConfig
+    from icldyn.data.gaussian import make_task
+
+    task = jax.tree.map(jnp.asarray, make_task(DataConfig(covariance="official", noise_std=0.5), 3))
+    b, n = 40_000, 9  # neither a multiple of the kernel's block
+    fast = kernel.sample_moments(task, jax.random.PRNGKey(0), b, n)
+    ref = moments(sample_prompts(task, key=jax.random.PRNGKey(1), batch=b, n=n))
+    for a, r in zip(fast, ref):
+        a, r = np.asarray(a).reshape(b, -1), np.asarray(r).reshape(b, -1)
+        feats = [a, r, a**2, r**2] if a.shape[1] < 10 else [a, r]
+        se = np.sqrt(feats[0].var(0) / b + feats[1].var(0) / b)
+        assert np.all(np.abs(feats[0].mean(0) - feats[1].mean(0)) <= 4.5 * se + 1e-12)
+    # thread count does not change the draws (counter-based Philox)
+    one = kernel.sample_moments_np(np.asarray(task.sigma_sqrt), np.asarray(task.w_sqrt), 0.5, np.array([7, 8]), 300, n, 1)
+    two = kernel.sample_moments_np(np.asarray(task.sigma_sqrt), np.asarray(task.w_sqrt), 0.5, np.array([7, 8]), 300, n, 2)
+    for x, y in zip(one, two):
+        np.testing.assert_array_equal(x, y)

@@ -43,6 +43,11 @@ class DataConfig(_Section):
     noise_std: float = Field(0.0, ge=0.0, description="label noise σ: y = wᵀx + σ ε")
     resample_every: int = Field(1, ge=1, description="draw a fresh training batch every k steps (official code: 100)")
     test_size: int = Field(20_000, ge=1, description="prompts in the fixed held-out test set of each seed")
+    sampler: Literal["auto", "jax", "kernel"] = Field(
+        "auto",
+        description="training prompts: jax (threefry, any backend); kernel (C, Philox4x32-10, drawn straight "
+        "into moments, CPU); auto: kernel when the model runs the kernel forward",
+    )
 
     @field_validator("eigenvalues")
     @classmethod

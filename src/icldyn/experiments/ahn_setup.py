@@ -11,7 +11,8 @@ import numpy as np
 
 from icldyn.config import RunConfig
 from icldyn.data.gaussian import GaussianTask, Prompts, make_task, sample_prompts
-from icldyn.models.linear_attention import LinearTransformer
+from icldyn.models import kernel
+from icldyn.models.linear_attention import LinearTransformer, Moments
 from icldyn.train.loop import Problem
 
 TEST_KEY, VAL_KEY = 99, 999  # the official code's test and validation seeds
@@ -73,7 +74,11 @@ def build(cfg: RunConfig) -> Setup:
     vals = [_to_numpy(held_out(t, s, VAL_KEY)) for t, s in zip(tasks64, seeds)]
     keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
 
+    fast_sampler = model.form == "kernel" and cfg.data.sampler != "jax"
+
     def sample(task, key):
+        if fast_sampler:
+            return Moments(*kernel.sample_moments(task, key, cfg.train.batch, cfg.data.n, cfg.train.threads))
         return model.prepare(sample_prompts(task, key=key, batch=cfg.train.batch, n=cfg.data.n))
 
     def evaluate(params, task, test):

@@ -270,3 +270,116 @@ int NAME(int L, int H, int D, long B, const REAL *P, const REAL *Q, const REAL *
 
 DEFINE_KERNEL(lsa_f32, float)
 DEFINE_KERNEL(lsa_f64, double)
+
+/* ------------------------------------------------------------------------------------------------
+ * Gaussian in-context prompts, reduced to moments as they are drawn (Ahn et al. section 2):
+ *   w = Wsq g,  x_i = Ssq g_i,  y_i = <w, x_i> + sigma e_i  (i = 1..n+1),
+ *   S = (1/n) sum_{i<=n} z_i z_i^T with z_i = [x_i; y_i],  zq = [x_{n+1}; 0],  yq = y_{n+1}.
+ * Randomness: Philox4x32-10 (Salmon et al. 2011) keyed by (key0, key1) with counter
+ * (draw group, prompt index), Box-Muller normals: prompt b's numbers depend only on the key and b.
+ * ---------------------------------------------------------------------------------------------- */
+#include <math.h>
+#include <stdint.h>
+
+/* Philox4x32-10 on BLK counters at once, prompt index innermost (vectorisable). */
+static inline void philox_block(uint32_t j, uint64_t b0, uint32_t k0in, uint32_t k1in, uint32_t out[4][BLK]) {
+    uint32_t c0[BLK], c1[BLK], c2[BLK], c3[BLK];
+    for (int t = 0; t < BLK; t++) {
+        const uint64_t b = b0 + (uint64_t)t;
+        c0[t] = j; c1[t] = (uint32_t)b; c2[t] = (uint32_t)(b >> 32); c3[t] = 0x1CD1u;
+    }
+    uint32_t k0 = k0in, k1 = k1in;
+    for (int r = 0; r < 10; r++) {
+        for (int t = 0; t < BLK; t++) {
+            const uint64_t p0 = (uint64_t)0xD2511F53u * c0[t], p1 = (uint64_t)0xCD9E8D57u * c2[t];
+            const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[t] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3[t] ^ k1;
+            c1[t] = (uint32_t)p1; c3[t] = (uint32_t)p0; c0[t] = n0; c2[t] = n2;
+        }
+        k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+    }
+    for (int t = 0; t < BLK; t++) { out[0][t] = c0[t]; out[1][t] = c1[t]; out[2][t] = c2[t]; out[3][t] = c3[t]; }
+}
+
+/* Box-Muller on BLK pairs of 24-bit uniforms: u1 in (0, 1], u2 in [0, 1). */
+#define DEFINE_BOXMULLER(NAME, REAL, LOG, COS, SQRT)                                          \
+static void NAME(const uint32_t *restrict a, const uint32_t *restrict b, REAL *restrict o1,       \
+                 REAL *restrict o2) {                                                              \
+    _Pragma("omp simd")                                                                            \
+    for (int t = 0; t < BLK; t++) {                                                                \
+        const REAL u1 = ((REAL)(int32_t)(a[t] >> 8) + (REAL)1) * (REAL)5.9604644775390625e-08;     \
+        const REAL u2 = (REAL)(int32_t)(b[t] >> 8) * (REAL)5.9604644775390625e-08;                 \
+        const REAL r = SQRT((REAL)-2 * LOG(u1)), th = (REAL)6.283185307179586 * u2;                \
+        o1[t] = r * COS(th);                                                                       \
+        o2[t] = r * COS(th - (REAL)1.5707963267948966); /* sin, written so gcc won't fuse a scalar sincos */ \
+    }                                                                                              \
+}
+DEFINE_BOXMULLER(boxmuller_f32, float, logf, cosf, sqrtf)
+DEFINE_BOXMULLER(boxmuller_f64, double, log, cos, sqrt)
+
+#define DEFINE_SAMPLER(NAME, REAL, BOXMULLER)                                                  \
+int NAME(int d, int n, long B, const REAL *Ssq, const REAL *Wsq, REAL sigma, uint32_t k0,         \
+         uint32_t k1, REAL *S, REAL *zq, REAL *yq, int nthreads) {                                \
+    if (d + 1 > DMAX || d < 1 || n < 1) return 1;                                                  \
+    const int D = d + 1;                                                                           \
+    const long NG = d + (long)(n + 1) * (d + 1); /* normals per prompt: w, then (x_i, e_i) */      \
+    const long ngroups = (NG + 3) / 4;                                                             \
+    const long nblk = (B + BLK - 1) / BLK;                                                         \
+    if (nthreads < 1) nthreads = 1;                                                                \
+    _Pragma("omp parallel num_threads(nthreads)")                                                  \
+    {                                                                                              \
+        REAL *G = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)ngroups * 4 * BLK);             \
+        REAL w[DMAX][BLK], x[DMAX][BLK], acc[DMAX * DMAX][BLK];                                    \
+        uint32_t u[4][BLK];                                                                        \
+        _Pragma("omp for schedule(static)")                                                        \
+        for (long blk = 0; blk < nblk; blk++) {                                                    \
+            const long b0 = blk * BLK;                                                             \
+            const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);                                 \
+            for (long j = 0; j < ngroups; j++) {                                                   \
+                philox_block((uint32_t)j, (uint64_t)b0, k0, k1, u);                                \
+                BOXMULLER(u[0], u[1], G + (j * 4) * BLK, G + (j * 4 + 1) * BLK);                  \
+                BOXMULLER(u[2], u[3], G + (j * 4 + 2) * BLK, G + (j * 4 + 3) * BLK);              \
+            }                                                                                      \
+            for (int p = 0; p < d; p++) {                                                          \
+                for (int t = 0; t < BLK; t++) w[p][t] = 0;                                         \
+                for (int q = 0; q < d; q++) {                                                      \
+                    const REAL c = Wsq[p * d + q]; const REAL *g = G + q * BLK;                    \
+                    for (int t = 0; t < BLK; t++) w[p][t] += c * g[t];                             \
+                }                                                                                  \
+            }                                                                                      \
+            for (int pq = 0; pq < D * D; pq++) for (int t = 0; t < BLK; t++) acc[pq][t] = 0;      \
+            for (int ex = 0; ex <= n; ex++) {                                                      \
+                const REAL *g = G + (d + (long)ex * (d + 1)) * BLK;                                \
+                for (int t = 0; t < BLK; t++) x[d][t] = sigma * g[d * BLK + t];                    \
+                for (int p = 0; p < d; p++) {                                                      \
+                    for (int t = 0; t < BLK; t++) x[p][t] = 0;                                     \
+                    for (int q = 0; q < d; q++) {                                                  \
+                        const REAL c = Ssq[p * d + q];                                             \
+                        for (int t = 0; t < BLK; t++) x[p][t] += c * g[q * BLK + t];               \
+                    }                                                                              \
+                    for (int t = 0; t < BLK; t++) x[d][t] += w[p][t] * x[p][t];                    \
+                }                                                                                  \
+                if (ex < n) {                                                                      \
+                    for (int p = 0; p < D; p++)                                                    \
+                        for (int q = p; q < D; q++)                                                \
+                            for (int t = 0; t < BLK; t++) acc[p * D + q][t] += x[p][t] * x[q][t];  \
+                } else {                                                                           \
+                    for (int t = 0; t < nb; t++) {                                                 \
+                        for (int p = 0; p < d; p++) zq[(b0 + t) * D + p] = x[p][t];                \
+                        zq[(b0 + t) * D + d] = 0; yq[b0 + t] = x[d][t];                            \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            for (int t = 0; t < nb; t++)                                                           \
+                for (int p = 0; p < D; p++)                                                        \
+                    for (int q = p; q < D; q++) {                                                  \
+                        const REAL v = acc[p * D + q][t] / (REAL)n;                                \
+                        S[(b0 + t) * D * D + p * D + q] = v; S[(b0 + t) * D * D + q * D + p] = v;  \
+                    }                                                                              \
+        }                                                                                          \
+        free(G);                                                                                   \
+    }                                                                                              \
+    return 0;                                                                                      \
+}
+
+DEFINE_SAMPLER(sample_f32, float, boxmuller_f32)
+DEFINE_SAMPLER(sample_f64, double, boxmuller_f64)

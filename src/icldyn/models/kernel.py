@@ -1,4 +1,5 @@
-"""Fused C kernel for the moment-form linear transformer's loss and gradient (CPU).
+"""Fused C kernels for the moment-form linear transformer (CPU): loss + gradient, and a sampler
+that draws Gaussian prompts straight into their moments.
 
 ``_lsa_kernel.c`` is compiled on first use with the system C compiler (``-O3 -march=native``,
 OpenMP when available) into a cache directory and called through :func:`jax.pure_callback`
@@ -25,6 +26,7 @@ import numpy as np
 
 SOURCE = Path(__file__).with_name("_lsa_kernel.c")
 FLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
+LIBS = ["-lmvec", "-lm"]  # glibc's vector math (vectorised log/cos in the sampler); after the source
 
 
 def _cpu_id() -> str:
@@ -45,22 +47,33 @@ def library() -> ctypes.CDLL | None:
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None or os.environ.get("ICLDYN_NO_KERNEL"):
         return None
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode() + _cpu_id().encode()).hexdigest()[:16]
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS + LIBS).encode() + _cpu_id().encode()).hexdigest()[:16]
     out = _cache_dir() / f"lsa_{key}.so"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        res = subprocess.run([cc, *FLAGS, str(SOURCE), "-o", str(tmp)], capture_output=True, text=True)
-        if res.returncode != 0:
-            return None
-        os.replace(tmp, out)  # atomic: concurrent builders agree
-    lib = ctypes.CDLL(str(out))
-    for name, real in (("lsa_f32", ctypes.c_float), ("lsa_f64", ctypes.c_double)):
-        fn = getattr(lib, name)
+    for _ in range(2):  # a cached build that no longer loads is rebuilt once
+        if not out.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_suffix(f".{os.getpid()}.tmp")
+            res = subprocess.run([cc, *FLAGS, str(SOURCE), "-o", str(tmp), *LIBS], capture_output=True, text=True)
+            if res.returncode != 0:
+                return None
+            os.replace(tmp, out)  # atomic: concurrent builders agree
+        try:
+            lib = ctypes.CDLL(str(out))
+            break
+        except OSError:
+            out.unlink(missing_ok=True)
+    else:
+        return None
+    for suffix, real in (("f32", ctypes.c_float), ("f64", ctypes.c_double)):
         ptr = ctypes.POINTER(real)
+        fn = getattr(lib, f"lsa_{suffix}")
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long, ptr, ptr, ptr, ptr, ptr, ptr, ptr,
                        ptr, ptr, ctypes.c_int, ctypes.c_int]
+        fn = getattr(lib, f"sample_{suffix}")
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ptr, ptr, real, ctypes.c_uint32, ctypes.c_uint32,
+                       ptr, ptr, ptr, ctypes.c_int]
     return lib
 
 
@@ -84,6 +97,35 @@ def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarra
     if rc != 0:
         raise RuntimeError(f"lsa kernel failed (code {rc}; D = {D} must be ≤ 16)")
     return loss, gP, gQ
+
+
+def sample_moments_np(sigma_sqrt: np.ndarray, w_sqrt: np.ndarray, noise_std: float, key: np.ndarray, batch: int,
+                      n: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fresh Gaussian prompts reduced to (Ŝ, z_q, y_q) as they are drawn (Philox4x32-10, Box-Muller):
+    the law of :func:`icldyn.data.gaussian.sample_prompts` followed by ``moments``."""
+    dtype = np.float64 if sigma_sqrt.dtype == np.float64 else np.float32
+    real = ctypes.c_double if dtype == np.float64 else ctypes.c_float
+    fn = library().sample_f64 if dtype == np.float64 else library().sample_f32
+    d = sigma_sqrt.shape[0]
+    S, zq, yq = np.empty((batch, d + 1, d + 1), dtype), np.empty((batch, d + 1), dtype), np.empty(batch, dtype)
+    ptr = lambda a: a.ctypes.data_as(ctypes.POINTER(real))  # noqa: E731
+    k = np.asarray(key, np.uint32).ravel()
+    rc = fn(d, n, batch, ptr(np.ascontiguousarray(sigma_sqrt, dtype)), ptr(np.ascontiguousarray(w_sqrt, dtype)),
+            float(noise_std), int(k[0]), int(k[-1]), ptr(S), ptr(zq), ptr(yq), threads)
+    if rc != 0:
+        raise RuntimeError(f"prompt sampler failed (code {rc}; d = {d} must be ≤ 15)")
+    return S, zq, yq
+
+
+def sample_moments(task, key: jax.Array, batch: int, n: int, threads: int = 1):
+    """JAX entry point of :func:`sample_moments_np`; ``key`` is a JAX PRNG key (its bits seed Philox)."""
+    bits = jax.random.bits(key, (2,), jnp.uint32)
+    dtype = task.sigma_sqrt.dtype
+    d = task.sigma_sqrt.shape[0]
+    shapes = (jax.ShapeDtypeStruct((batch, d + 1, d + 1), dtype), jax.ShapeDtypeStruct((batch, d + 1), dtype),
+              jax.ShapeDtypeStruct((batch,), dtype))
+    f = lambda s, w, e, k: sample_moments_np(np.asarray(s), np.asarray(w), float(e), np.asarray(k), batch, n, threads)  # noqa: E731
+    return jax.pure_callback(f, shapes, task.sigma_sqrt, task.w_sqrt, task.noise_std, bits, vmap_method="sequential")
 
 
 def _callback(P, Q, S, zq, y, want_grad: bool, threads: int):
