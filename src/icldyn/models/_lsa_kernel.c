@@ -29,22 +29,22 @@
 #define IDX(i, j) ((i) * D + (j))
 
 #define DEFINE_KERNEL(NAME, REAL)                                                                  \
-int NAME(int L, int H, int D, long B, const REAL *P, const REAL *Q, const REAL *S0,               \
-         const REAL *zq, const REAL *y, REAL *loss_out, REAL *gP, REAL *gQ, REAL *pred,           \
-         int want_grad, int nthreads) {                                                           \
+int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall,                 \
+         const REAL *S0all, const REAL *zqall, const REAL *yall, REAL *loss_out, REAL *gP,         \
+         REAL *gQ, int want_grad, int nthreads) {                                                 \
     if (D > DMAX || D < 1) return 1;                                                               \
     const long nblk = (B + BLK - 1) / BLK;                                                         \
     const int DD = D * D;                                                                          \
     const long npar = (long)L * H * DD;                                                            \
-    double total = 0.0;                                                                            \
     if (nthreads < 1) nthreads = 1;                                                                \
-    REAL *acc = (REAL *)calloc((size_t)nthreads * 2 * npar, sizeof(REAL));                         \
-    if (!acc) return 2;                                                                            \
-    _Pragma("omp parallel num_threads(nthreads) reduction(+:total)")                               \
+    /* per thread: parameter-gradient accumulators and loss totals of every seed */               \
+    REAL *acc = (REAL *)calloc((size_t)nthreads * NS * 2 * npar, sizeof(REAL));                    \
+    double *tot = (double *)calloc((size_t)nthreads * NS, sizeof(double));                         \
+    if (!acc || !tot) return 2;                                                                    \
+    _Pragma("omp parallel num_threads(nthreads)")                                                  \
     {                                                                                              \
         int tid = 0;                                                                               \
         TID_ASSIGN(tid);                                                                           \
-        REAL *aP = acc + (size_t)tid * 2 * npar, *aQ = aP + npar;                                  \
         /* tape: S_l, z_l, T_l for l = 0..L-1, plus S_L, z_L; each [.][BLK] */                    \
         REAL *Ss = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)(L + 1) * DD * BLK);           \
         REAL *zs = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)(L + 1) * D * BLK);            \
@@ -59,9 +59,13 @@ int NAME(int L, int H, int D, long B, const REAL *P, const REAL *Q, const REAL *
         REAL *zn = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)D * BLK);                      \
         REAL rr[BLK];                                                                              \
         _Pragma("omp for schedule(static)")                                                        \
-        for (long blk = 0; blk < nblk; blk++) {                                                    \
-            const long b0 = blk * BLK;                                                             \
+        for (long it = 0; it < NS * nblk; it++) {                                                  \
+            const long sd = it / nblk, b0 = (it % nblk) * BLK;                                     \
             const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);                                 \
+            const REAL *P = Pall + sd * npar, *Q = Qall + sd * npar, *S0 = S0all + sd * B * DD;    \
+            const REAL *zq = zqall + sd * B * D, *y = yall + sd * B;                               \
+            REAL *aP = acc + ((size_t)tid * NS + sd) * 2 * npar, *aQ = aP + npar;                  \
+            double total = 0.0;                                                                    \
             /* load block, batch innermost; pad with zeros */                                      \
             for (int ij = 0; ij < DD; ij++)                                                        \
                 for (int t = 0; t < BLK; t++)                                                      \
@@ -131,8 +135,8 @@ int NAME(int L, int H, int D, long B, const REAL *P, const REAL *Q, const REAL *
                 const REAL out = zL[(D - 1) * BLK + t];                                            \
                 rr[t] = out + y[b0 + t];                                                           \
                 total += (double)rr[t] * rr[t];                                                    \
-                if (pred) pred[b0 + t] = out;                                                      \
             }                                                                                      \
+            tot[(size_t)tid * NS + sd] += total;                                                   \
             if (!want_grad) continue;                                                              \
             for (int t = nb; t < BLK; t++) rr[t] = 0;                                              \
             /* ---------------- backward ---------------- */                                       \
@@ -254,16 +258,19 @@ int NAME(int L, int H, int D, long B, const REAL *P, const REAL *Q, const REAL *
         free(Ss); free(zs); free(Ts); free(SQ); free(TS); free(Sb); free(Sn); free(Tb); free(W);   \
         free(zb); free(zn);                                                                        \
     }                                                                                              \
-    *loss_out = (REAL)(total / (double)B);                                                         \
-    if (want_grad) {                                                                               \
-        memset(gP, 0, sizeof(REAL) * npar); memset(gQ, 0, sizeof(REAL) * npar);                   \
-        for (int th = 0; th < nthreads; th++)                                                      \
-            for (long p = 0; p < npar; p++) {                                                      \
-                gP[p] += acc[(size_t)th * 2 * npar + p];                                           \
-                gQ[p] += acc[(size_t)th * 2 * npar + npar + p];                                    \
-            }                                                                                      \
+    for (int sd = 0; sd < NS; sd++) {                                                              \
+        double total = 0.0;                                                                        \
+        for (int th = 0; th < nthreads; th++) total += tot[(size_t)th * NS + sd];                  \
+        loss_out[sd] = (REAL)(total / (double)B);                                                  \
+        if (!want_grad) continue;                                                                  \
+        REAL *oP = gP + sd * npar, *oQ = gQ + sd * npar;                                           \
+        memset(oP, 0, sizeof(REAL) * npar); memset(oQ, 0, sizeof(REAL) * npar);                   \
+        for (int th = 0; th < nthreads; th++) {                                                    \
+            const REAL *a = acc + ((size_t)th * NS + sd) * 2 * npar;                               \
+            for (long p = 0; p < npar; p++) { oP[p] += a[p]; oQ[p] += a[npar + p]; }               \
+        }                                                                                          \
     }                                                                                              \
-    free(acc);                                                                                     \
+    free(acc); free(tot);                                                                          \
     return 0;                                                                                      \
 }
 
@@ -317,8 +324,8 @@ DEFINE_BOXMULLER(boxmuller_f32, float, logf, cosf, sqrtf)
 DEFINE_BOXMULLER(boxmuller_f64, double, log, cos, sqrt)
 
 #define DEFINE_SAMPLER(NAME, REAL, BOXMULLER)                                                  \
-int NAME(int d, int n, long B, const REAL *Ssq, const REAL *Wsq, REAL sigma, uint32_t k0,         \
-         uint32_t k1, REAL *S, REAL *zq, REAL *yq, int nthreads) {                                \
+int NAME(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsqall, const REAL *sigmas,  \
+         const uint32_t *keys, REAL *Sall, REAL *zqall, REAL *yqall, int nthreads) {              \
     if (d + 1 > DMAX || d < 1 || n < 1) return 1;                                                  \
     const int D = d + 1;                                                                           \
     const long NG = d + (long)(n + 1) * (d + 1); /* normals per prompt: w, then (x_i, e_i) */      \
@@ -331,9 +338,12 @@ int NAME(int d, int n, long B, const REAL *Ssq, const REAL *Wsq, REAL sigma, uin
         REAL w[DMAX][BLK], x[DMAX][BLK], acc[DMAX * DMAX][BLK];                                    \
         uint32_t u[4][BLK];                                                                        \
         _Pragma("omp for schedule(static)")                                                        \
-        for (long blk = 0; blk < nblk; blk++) {                                                    \
-            const long b0 = blk * BLK;                                                             \
+        for (long it = 0; it < NS * nblk; it++) {                                                  \
+            const long sd = it / nblk, b0 = (it % nblk) * BLK;                                     \
             const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);                                 \
+            const REAL *Ssq = Ssqall + sd * d * d, *Wsq = Wsqall + sd * d * d, sigma = sigmas[sd]; \
+            const uint32_t k0 = keys[2 * sd], k1 = keys[2 * sd + 1];                               \
+            REAL *S = Sall + sd * B * D * D, *zq = zqall + sd * B * D, *yq = yqall + sd * B;       \
             for (long j = 0; j < ngroups; j++) {                                                   \
                 philox_block((uint32_t)j, (uint64_t)b0, k0, k1, u);                                \
                 BOXMULLER(u[0], u[1], G + (j * 4) * BLK, G + (j * 4 + 1) * BLK);                  \

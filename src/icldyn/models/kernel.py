@@ -64,16 +64,13 @@ def library() -> ctypes.CDLL | None:
             out.unlink(missing_ok=True)
     else:
         return None
+    i32, i64, u32p = ctypes.c_int, ctypes.c_long, ctypes.POINTER(ctypes.c_uint32)
     for suffix, real in (("f32", ctypes.c_float), ("f64", ctypes.c_double)):
         ptr = ctypes.POINTER(real)
-        fn = getattr(lib, f"lsa_{suffix}")
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long, ptr, ptr, ptr, ptr, ptr, ptr, ptr,
-                       ptr, ptr, ctypes.c_int, ctypes.c_int]
-        fn = getattr(lib, f"sample_{suffix}")
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ptr, ptr, real, ctypes.c_uint32, ctypes.c_uint32,
-                       ptr, ptr, ptr, ctypes.c_int]
+        fn = getattr(lib, f"lsa_{suffix}")  # (NS, L, H, D, B, P, Q, S, zq, y, loss, gP, gQ, want_grad, threads)
+        fn.restype, fn.argtypes = i32, [i32, i32, i32, i32, i64] + [ptr] * 8 + [i32, i32]
+        fn = getattr(lib, f"sample_{suffix}")  # (NS, d, n, B, Ssq, Wsq, sigma, keys, S, zq, yq, threads)
+        fn.restype, fn.argtypes = i32, [i32, i32, i32, i64, ptr, ptr, ptr, u32p, ptr, ptr, ptr, i32]
     return lib
 
 
@@ -81,59 +78,84 @@ def available() -> bool:
     return library() is not None
 
 
+def _seeds(arrays: list[np.ndarray], core_ndims: list[int], dtype) -> tuple[tuple[int, ...], list[np.ndarray]]:
+    """Broadcast the leading (seed) axes of every array and flatten them into one: (NS, *core)."""
+    lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip(arrays, core_ndims)))
+    flat = [np.ascontiguousarray(np.broadcast_to(a, lead + a.shape[a.ndim - k:]).reshape((-1,) + a.shape[a.ndim - k:]),
+                                 dtype) for a, k in zip(arrays, core_ndims)]
+    return lead, flat
+
+
+def _ptr(a: np.ndarray):
+    return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double if a.dtype == np.float64 else ctypes.c_float))
+
+
 def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarray, y: np.ndarray, *,
                       want_grad: bool = True, threads: int = 1):
-    """Loss (1/B)Σ(z_L[d] + y)² and its gradient w.r.t. P, Q (each (L, H, D, D)); NumPy in and out."""
+    """Loss (1/B)Σ(z_L[d] + y)² and its gradient w.r.t. P, Q (each (..., L, H, D, D)); NumPy in and out.
+    Leading axes (seeds) broadcast; all seeds run in one call, spread over ``threads``."""
     dtype = np.float64 if S.dtype == np.float64 else np.float32
-    real = ctypes.c_double if dtype == np.float64 else ctypes.c_float
     fn = library().lsa_f64 if dtype == np.float64 else library().lsa_f32
-    L, H, D, _ = P.shape
-    arrays = [np.ascontiguousarray(a, dtype) for a in (P, Q, S, zq, y)]
-    loss = np.zeros((), dtype)
-    gP, gQ = np.zeros(P.shape, dtype), np.zeros(Q.shape, dtype)
-    ptr = lambda a: a.ctypes.data_as(ctypes.POINTER(real))  # noqa: E731
-    rc = fn(L, H, D, S.shape[0], *(ptr(a) for a in arrays), ptr(loss), ptr(gP), ptr(gQ),
-            ctypes.POINTER(real)(), int(want_grad), threads)
+    lead, (P, Q, S, zq, y) = _seeds([P, Q, S, zq, y], [4, 4, 3, 2, 1], dtype)
+    ns, (L, H, D, _) = P.shape[0], P.shape[1:]
+    loss, gP, gQ = np.zeros(ns, dtype), np.zeros_like(P), np.zeros_like(Q)
+    rc = fn(ns, L, H, D, S.shape[1], *(_ptr(a) for a in (P, Q, S, zq, y, loss, gP, gQ)), int(want_grad), threads)
     if rc != 0:
         raise RuntimeError(f"lsa kernel failed (code {rc}; D = {D} must be ≤ 16)")
-    return loss, gP, gQ
+    return loss.reshape(lead), gP.reshape(lead + P.shape[1:]), gQ.reshape(lead + Q.shape[1:])
 
 
-def sample_moments_np(sigma_sqrt: np.ndarray, w_sqrt: np.ndarray, noise_std: float, key: np.ndarray, batch: int,
+def sample_moments_np(sigma_sqrt: np.ndarray, w_sqrt: np.ndarray, noise_std, key: np.ndarray, batch: int,
                       n: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fresh Gaussian prompts reduced to (Ŝ, z_q, y_q) as they are drawn (Philox4x32-10, Box-Muller):
-    the law of :func:`icldyn.data.gaussian.sample_prompts` followed by ``moments``."""
+    the law of :func:`icldyn.data.gaussian.sample_prompts` followed by ``moments``. ``key``: (..., 2)
+    uint32; leading axes (seeds) broadcast."""
     dtype = np.float64 if sigma_sqrt.dtype == np.float64 else np.float32
-    real = ctypes.c_double if dtype == np.float64 else ctypes.c_float
     fn = library().sample_f64 if dtype == np.float64 else library().sample_f32
-    d = sigma_sqrt.shape[0]
-    S, zq, yq = np.empty((batch, d + 1, d + 1), dtype), np.empty((batch, d + 1), dtype), np.empty(batch, dtype)
-    ptr = lambda a: a.ctypes.data_as(ctypes.POINTER(real))  # noqa: E731
-    k = np.asarray(key, np.uint32).ravel()
-    rc = fn(d, n, batch, ptr(np.ascontiguousarray(sigma_sqrt, dtype)), ptr(np.ascontiguousarray(w_sqrt, dtype)),
-            float(noise_std), int(k[0]), int(k[-1]), ptr(S), ptr(zq), ptr(yq), threads)
+    key = np.asarray(key, np.uint32)
+    lead, (Ssq, Wsq, sig) = _seeds([sigma_sqrt, w_sqrt, np.asarray(noise_std)], [2, 2, 0], dtype)
+    lead = np.broadcast_shapes(lead, key.shape[:-1])
+    ns = int(np.prod(lead))
+    Ssq, Wsq, sig = (np.ascontiguousarray(np.broadcast_to(a, (ns,) + a.shape[1:])) for a in (Ssq, Wsq, sig))
+    keys = np.ascontiguousarray(np.broadcast_to(key, lead + (2,)).reshape(ns, 2))
+    d = Ssq.shape[-1]
+    S, zq = np.empty((ns, batch, d + 1, d + 1), dtype), np.empty((ns, batch, d + 1), dtype)
+    yq = np.empty((ns, batch), dtype)
+    rc = fn(ns, d, n, batch, _ptr(Ssq), _ptr(Wsq), _ptr(sig), keys.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)),
+            _ptr(S), _ptr(zq), _ptr(yq), threads)
     if rc != 0:
         raise RuntimeError(f"prompt sampler failed (code {rc}; d = {d} must be ≤ 15)")
-    return S, zq, yq
+    return S.reshape(lead + S.shape[1:]), zq.reshape(lead + zq.shape[1:]), yq.reshape(lead + yq.shape[1:])
 
 
 def sample_moments(task, key: jax.Array, batch: int, n: int, threads: int = 1):
-    """JAX entry point of :func:`sample_moments_np`; ``key`` is a JAX PRNG key (its bits seed Philox)."""
+    """JAX entry point of :func:`sample_moments_np`; ``key`` is a JAX PRNG key (its bits seed Philox).
+    Under ``vmap`` over seeds, every seed is drawn in one call."""
     bits = jax.random.bits(key, (2,), jnp.uint32)
     dtype = task.sigma_sqrt.dtype
     d = task.sigma_sqrt.shape[0]
     shapes = (jax.ShapeDtypeStruct((batch, d + 1, d + 1), dtype), jax.ShapeDtypeStruct((batch, d + 1), dtype),
               jax.ShapeDtypeStruct((batch,), dtype))
-    f = lambda s, w, e, k: sample_moments_np(np.asarray(s), np.asarray(w), float(e), np.asarray(k), batch, n, threads)  # noqa: E731
-    return jax.pure_callback(f, shapes, task.sigma_sqrt, task.w_sqrt, task.noise_std, bits, vmap_method="sequential")
+
+    def f(s, w, e, k):
+        out = sample_moments_np(np.asarray(s), np.asarray(w), np.asarray(e), np.asarray(k), batch, n, threads)
+        return tuple(o.reshape(np.broadcast_shapes(s.shape[:-2], k.shape[:-1]) + o.shape[o.ndim - c:])
+                     for o, c in zip(out, (3, 2, 1)))
+
+    return jax.pure_callback(f, shapes, task.sigma_sqrt, task.w_sqrt, task.noise_std, bits, vmap_method="expand_dims")
 
 
 def _callback(P, Q, S, zq, y, want_grad: bool, threads: int):
     shapes = (jax.ShapeDtypeStruct((), S.dtype), jax.ShapeDtypeStruct(P.shape, S.dtype),
               jax.ShapeDtypeStruct(Q.shape, S.dtype))
-    f = functools.partial(value_and_grad_np, want_grad=want_grad, threads=threads)
-    return jax.pure_callback(lambda *a: f(*(np.asarray(x) for x in a)), shapes, P, Q, S, zq, y,
-                             vmap_method="sequential")
+
+    def f(*args):
+        args = [np.asarray(a) for a in args]
+        lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip(args, (4, 4, 3, 2, 1))))
+        loss, gP, gQ = value_and_grad_np(*args, want_grad=want_grad, threads=threads)
+        return loss.reshape(lead), gP.reshape(lead + gP.shape[-4:]), gQ.reshape(lead + gQ.shape[-4:])
+
+    return jax.pure_callback(f, shapes, P, Q, S, zq, y, vmap_method="expand_dims")
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5,))

@@ -1,10 +1,12 @@
-"""The training loop: ``lax.scan`` over the steps of a chunk, mapped over seeds, one compiled
-program per problem shape. Metrics come back once per chunk (no host callbacks inside the loop).
+"""The training loop: ``lax.scan`` over the steps of a chunk with every seed advancing in lockstep,
+one compiled program per problem shape. Metrics come back once per chunk (no host callbacks inside
+the loop, beyond the CPU kernels' own ``pure_callback``).
 
-Seeds are mapped with ``lax.map`` (a loop inside the compiled program) rather than ``vmap``:
-on XLA's CPU backend, vmapping the linear transformer's per-seed weight products over seeds
-turned them into batched contractions costing ≈ 58 ms per step for 1 or 5 seeds (L = 3,
-batch 1000), against 7 ms per seed with ``lax.map`` (docs/performance.md)."""
+How seeds are mapped is the problem's choice (:attr:`Problem.seed_map`): ``vmap`` where its
+computations batch well (the fused C kernel takes every seed in one call), ``map`` (``lax.map``, a
+loop inside the program) where they don't: on XLA's CPU backend, vmapping the JAX moment form's
+per-seed weight products turned them into batched contractions costing ≈ 58 ms per step for 1 or
+5 seeds (L = 3, batch 1000), against 7 ms per seed with ``lax.map`` (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class Problem(NamedTuple):
     sample: Callable[[PyTree, jax.Array], PyTree]  # (task, key) -> prepared training batch
     loss: Callable[[PyTree, PyTree], jax.Array]  # (params, batch) -> scalar
     evaluate: Callable[[PyTree, PyTree, PyTree], dict[str, jax.Array]]  # (params, task, test) -> metrics
+    seed_map: str = "map"  # "vmap" or "map" (lax.map)
 
 
 class TrainState(NamedTuple):
@@ -48,31 +51,36 @@ class History:
     diverged_at: dict[int, int] = field(default_factory=dict)  # seed index -> step
 
 
+def over_seeds(f: Callable, how: str = "map") -> Callable:
+    """``f`` applied to every seed (leading axis of each argument) inside one compiled program."""
+    if how == "vmap":
+        return jax.vmap(f)
+    return lambda *args: jax.lax.map(lambda a: f(*a), args)
+
+
 def make_chunk(problem: Problem, opt: optax.GradientTransformation, length: int, resample_every: int):
-    """A function (state, task, test) -> (state, metrics) running ``length`` optimiser steps."""
+    """(states, tasks, tests) -> (states, metrics): ``length`` optimiser steps of every seed."""
+    seeds = lambda f: over_seeds(f, problem.seed_map)  # noqa: E731
 
-    def one_step(carry: tuple[TrainState, PyTree], _):
-        state, task = carry
-        key, k_batch = jax.random.split(state.key)
-        batch = jax.lax.cond(state.step % resample_every == 0,
-                             lambda: problem.sample(task, k_batch), lambda: state.batch)
-        loss, grads = jax.value_and_grad(problem.loss)(state.params, batch)
-        updates, opt_state = opt.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        new = TrainState(params, opt_state, batch, key, state.step + 1)
-        return (new, task), (loss, optax.tree.norm(grads))
+    def grad_step(params, opt_state, batch):
+        loss, grads = jax.value_and_grad(problem.loss)(params, batch)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss, optax.tree.norm(grads)
 
-    def chunk(state: TrainState, task: PyTree, test: PyTree):
-        (state, _), (losses, gnorms) = jax.lax.scan(one_step, (state, task), None, length=length)
-        metrics = {"train_loss": losses[-1], "grad_norm": gnorms[-1], **problem.evaluate(state.params, task, test)}
+    def one_step(state: TrainState, tasks: PyTree):
+        keys = jax.vmap(jax.random.split)(state.key)  # (seeds, 2, key)
+        # seeds run in lockstep, so one scalar decides: a real branch, not a per-seed select
+        batch = jax.lax.cond(state.step[0] % resample_every == 0,
+                             lambda: seeds(problem.sample)(tasks, keys[:, 1]), lambda: state.batch)
+        params, opt_state, loss, gnorm = seeds(grad_step)(state.params, state.opt_state, batch)
+        return TrainState(params, opt_state, batch, keys[:, 0], state.step + 1), (loss, gnorm)
+
+    def chunk(state: TrainState, tasks: PyTree, tests: PyTree):
+        state, (losses, gnorms) = jax.lax.scan(lambda s, _: one_step(s, tasks), state, None, length=length)
+        metrics = {"train_loss": losses[-1], "grad_norm": gnorms[-1], **seeds(problem.evaluate)(state.params, tasks, tests)}
         return state, metrics
 
     return chunk
-
-
-def over_seeds(f: Callable) -> Callable:
-    """``f`` applied to every seed (leading axis of each argument) inside one compiled program."""
-    return lambda *args: jax.lax.map(lambda a: f(*a), args)
 
 
 def init_states(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, keys: jax.Array) -> TrainState:
@@ -81,7 +89,7 @@ def init_states(problem: Problem, opt: optax.GradientTransformation, tasks: PyTr
         params = problem.init(task, k_init)
         return TrainState(params, opt.init(params), problem.sample(task, k_batch), k_loop, jnp.zeros((), jnp.int32))
 
-    return jax.jit(over_seeds(init))(tasks, keys)
+    return jax.jit(over_seeds(init, problem.seed_map))(tasks, keys)
 
 
 def train(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, tests: PyTree, keys: jax.Array, *,
@@ -94,7 +102,7 @@ def train(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, te
     its parameters are kept from its last finite chunk. Returns (final params, history).
     """
     state = init_states(problem, opt, tasks, keys)
-    evaluate = jax.jit(over_seeds(problem.evaluate))
+    evaluate = jax.jit(over_seeds(problem.evaluate, problem.seed_map))
     history = History()
 
     def log(step: int, metrics: dict[str, jax.Array]) -> np.ndarray:
@@ -117,7 +125,7 @@ def train(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, te
     while done < steps and len(history.diverged_at) < len(keys):
         length = min(log_every, steps - done)
         if length not in chunks:
-            chunks[length] = jax.jit(over_seeds(make_chunk(problem, opt, length, resample_every)))
+            chunks[length] = jax.jit(make_chunk(problem, opt, length, resample_every))
         state, metrics = chunks[length](state, tasks, tests)
         done += length
         alive = log(done, metrics)
