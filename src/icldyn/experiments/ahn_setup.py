@@ -85,5 +85,6 @@ def build(cfg: RunConfig) -> Setup:
         return {"test_loss": model.loss(params, test), **structure_metrics(model, params, task)}
 
     problem = Problem(init=lambda task, key: model.init(key=key, dtype=dtype), sample=sample,
-                      loss=model.loss, evaluate=evaluate, seed_map="vmap" if model.form == "kernel" else "map")
+                      loss=model.loss, evaluate=evaluate,
+                      seed_map="vmap" if model.form == "kernel" or jax.default_backend() != "cpu" else "map")
     return Setup(model, problem, tasks, tests, [_to_numpy(p) for p in tests_raw], vals, keys, seeds)
