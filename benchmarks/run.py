@@ -202,8 +202,9 @@ def worker(threads: int, quick: bool) -> dict:
 
 
 def markdown(results: list[dict]) -> str:
-    lines = ["| L | batch | data redrawn every | threads | icldyn steps/s | PyTorch steps/s | ratio (median [min, max]) "
-             "| icldyn GFLOP/s | PyTorch GFLOP/s | compile + first chunk (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| L | batch | data redrawn every | threads | icldyn steps/s | PyTorch steps/s "
+             "| ratio (median [min, max]) | icldyn GFLOP/s | PyTorch GFLOP/s | compile + first chunk (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for res in results:
         for r in res["rows"]:
             q = r["ratio"]

@@ -66,7 +66,6 @@ def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
         se = np.sqrt(feats[0].var(0) / b + feats[1].var(0) / b)
         assert np.all(np.abs(feats[0].mean(0) - feats[1].mean(0)) <= 4.5 * se + 1e-12)
     # thread count does not change the draws (counter-based Philox)
-    one = kernel.sample_moments_np(np.asarray(task.sigma_sqrt), np.asarray(task.w_sqrt), 0.5, np.array([7, 8]), 300, n, 1)
-    two = kernel.sample_moments_np(np.asarray(task.sigma_sqrt), np.asarray(task.w_sqrt), 0.5, np.array([7, 8]), 300, n, 2)
-    for x, y in zip(one, two):
+    args = (np.asarray(task.sigma_sqrt), np.asarray(task.w_sqrt), 0.5, np.array([7, 8]), 300, n)
+    for x, y in zip(kernel.sample_moments_np(*args, 1), kernel.sample_moments_np(*args, 2)):
         np.testing.assert_array_equal(x, y)

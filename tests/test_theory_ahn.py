@@ -41,7 +41,8 @@ def test_baselines_use_all_n_context_examples():
     assert np.allclose(one_step, expected)
     X2, y2 = X.copy(), y.copy()
     y2[:, n - 1] += 1.0  # the n-th context example must matter (the official do_gd drops it)
-    assert np.all(np.abs(ahn.preconditioned_gd(X2, y2, [np.eye(d)] * 3) - ahn.preconditioned_gd(X, y, [np.eye(d)] * 3)) > 1e-6)
+    three = [np.eye(d)] * 3
+    assert np.all(np.abs(ahn.preconditioned_gd(X2, y2, three) - ahn.preconditioned_gd(X, y, three)) > 1e-6)
     assert np.all(np.abs(ahn.ols(X2, y2) - ahn.ols(X, y)) > 1e-6)
     y3 = y.copy()
     y3[:, n] += 5.0  # the query's label must not

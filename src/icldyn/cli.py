@@ -120,7 +120,8 @@ def list_() -> None:
     from icldyn.experiments import REGISTRY
 
     for exp in REGISTRY.values():
-        out_console.print(f"[bold]{exp.name:22s}[/bold] [{exp.paper}] {exp.description}", highlight=False, soft_wrap=True)
+        line = f"[bold]{exp.name:22s}[/bold] [{exp.paper}] {exp.description}"
+        out_console.print(line, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -137,7 +138,8 @@ def runs(out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
 
 
 @app.command()
-def show(run_: str = typer.Argument(..., metavar="RUN"), out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
+def show(run_: str = typer.Argument(..., metavar="RUN"),
+         out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
     """Print a run's report."""
     from icldyn.store import resolve_run
 

@@ -84,6 +84,18 @@ def structure(cfg: RunConfig, points: list[dict], rows: dict[str, list], rd) -> 
     fig.suptitle(f"{cfg.experiment}: scale-invariant distances\n{_subtitle(cfg)}", fontsize=9)
     names.append(_save(fig, rd, "distances"))
 
+    fig, axes = plt.subplots(1, len(points), figsize=(5.2 * len(points), 3.6), squeeze=False)
+    for ax, p in zip(axes[0], points):
+        for ell in range(p["layers"]):
+            x, m, lo, hi = series(rows, p["point"], f"norm_A{ell}")
+            ax.plot(x, m, color=f"C{ell}", label=f"‖A{ell}‖_F")
+            ax.fill_between(x, lo, hi, color=f"C{ell}", alpha=0.2)
+        ax.set(xlabel="step", ylabel="Frobenius norm", title=p["point"] or p["parameterization"])
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{cfg.experiment}: per-layer step sizes ‖A_ℓ‖ (Thm 4 figure: ‖A₀‖ ≤ ‖A₁‖ ≤ ‖A₂‖)\n"
+                 f"{_subtitle(cfg)}", fontsize=9)
+    names.append(_save(fig, rd, "norms"))
+
     for p in points:
         seed = p["seeds"][0]
         A = np.asarray(seed["A"])

@@ -67,9 +67,14 @@ def evaluate_point(cfg: RunConfig, setup: ahn_setup.Setup, hist: History) -> dic
         status = "diverged" if i in hist.diverged_at else "finished"
         seeds.append({"seed": seed, "status": status, "diverged_at": hist.diverged_at.get(i),
                       "final": last, "theory": ref})
+    finished = [s for s in seeds if s["status"] == "finished"]
+    final_mean = {k: _mean([s["final"][k] for s in finished]) for k in seeds[0]["final"]}
+    norms = [final_mean[f"norm_A{ell}"] for ell in range(L)]
     out = {"layers": L, "n": n, "parameterization": cfg.model.parameterization, "seeds": seeds,
-           "test_loss": _mean([s["final"]["test_loss"] for s in seeds if s["status"] == "finished"]),
-           "test_loss_std": float(np.std([s["final"]["test_loss"] for s in seeds]))}
+           "test_loss": final_mean["test_loss"],
+           "test_loss_std": float(np.std([s["final"]["test_loss"] for s in seeds])),
+           "final_mean": final_mean,
+           "norms_increasing": bool(all(a <= b for a, b in zip(norms, norms[1:])))}  # ‖A₀‖ ≤ ‖A₁‖ ≤ … (Thm 4 fig.)
     for key in seeds[0]["theory"]:
         out[key] = _mean([s["theory"][key] for s in seeds])
     return out

@@ -77,7 +77,8 @@ def make_chunk(problem: Problem, opt: optax.GradientTransformation, length: int,
 
     def chunk(state: TrainState, tasks: PyTree, tests: PyTree):
         state, (losses, gnorms) = jax.lax.scan(lambda s, _: one_step(s, tasks), state, None, length=length)
-        metrics = {"train_loss": losses[-1], "grad_norm": gnorms[-1], **seeds(problem.evaluate)(state.params, tasks, tests)}
+        metrics = seeds(problem.evaluate)(state.params, tasks, tests)
+        metrics = {"train_loss": losses[-1], "grad_norm": gnorms[-1], **metrics}
         return state, metrics
 
     return chunk
