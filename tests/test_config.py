@@ -60,3 +60,13 @@ def test_cli_bad_input_exit_2_one_line(args, needle):
     assert res.exit_code == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("args", [["run", "--bogus"], ["run", "--set"], ["nope"]])
+def test_usage_errors_through_the_entry_point_are_one_line(args):
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "icldyn.cli", *args], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("error: ")

@@ -197,7 +197,21 @@ def verify(paper: Optional[str] = typer.Option(None, "--paper", help="ahn (more 
 
 
 def main() -> None:
-    app()
+    """Entry point: usage errors (unknown option, missing value) become one line and exit code 2."""
+    try:
+        from typer._click.exceptions import UsageError  # typer vendors click (private path)
+    except ImportError:  # older typer
+        from click.exceptions import UsageError
+
+    try:
+        code = typer.main.get_command(app).main(standalone_mode=False)
+    except UsageError as err:
+        hint = f" (see `icldyn {err.ctx.info_name} --help`)" if err.ctx and err.ctx.info_name != "icldyn" else ""
+        err_console.print(f"error: {err.format_message()}{hint}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code or 0)
 
 
 if __name__ == "__main__":
