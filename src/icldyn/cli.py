@@ -41,17 +41,23 @@ def bad_input() -> Iterator[None]:
 
 
 class RichReporter:
-    """One progress bar per training, showing the latest losses."""
+    """One progress bar per training, showing the latest losses; when stderr is not a terminal
+    (a log file, a batch job), a plain line every 10% instead."""
 
     def __init__(self, progress: Progress):
         self.progress = progress
 
     def start(self, description: str, total: int) -> Callable[[int, dict], None]:
         task = self.progress.add_task(description, total=total, info="compiling…")
+        plain = not err_console.is_terminal
+        shown = [-1]
 
         def tick(step: int, metrics: dict) -> None:
             info = "  ".join(f"{k} {float(metrics[k].mean()):.4g}" for k in ("train_loss", "test_loss") if k in metrics)
             self.progress.update(task, completed=step, info=info)
+            if plain and (10 * step) // total > shown[0]:
+                shown[0] = (10 * step) // total
+                print(f"{description}: step {step}/{total}  {info}", file=sys.stderr, flush=True)
 
         return tick
 
@@ -63,7 +69,7 @@ def progress_bars(enabled: bool) -> Iterator[RichReporter | None]:
         return
     cols = [TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[info]}")]
-    with Progress(*cols, console=err_console, transient=False) as progress:
+    with Progress(*cols, console=err_console, transient=False, disable=not err_console.is_terminal) as progress:
         yield RichReporter(progress)
 
 
