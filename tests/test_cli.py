@@ -43,3 +43,16 @@ def test_list_names_every_recipe():
     out = CliRunner().invoke(app, ["list"]).stdout
     for name in ("quickstart", "ahn-loss-vs-layers", "ahn-loss-vs-n", "ahn-structure"):
         assert name in out
+
+
+def test_diverging_run_is_stopped_marked_and_keeps_its_rows(tmp_path):
+    res = CliRunner().invoke(app, ["run", "quickstart", "--json", "--out", str(tmp_path), *TINY,
+                                   "--set", "train.optimizer=sgd", "--set", "train.lr=1e4", "--set", "train.clip=0",
+                                   "--set", 'grid.model.layers=[3]'])
+    assert res.exit_code == 0, res.output  # --json prints the summary; the status says what happened
+    summary = json.loads(res.stdout)
+    assert summary["status"] == "diverged"
+    seeds = summary["points"][0]["seeds"]
+    assert all(s["status"] == "diverged" and s["diverged_at"] == 20 for s in seeds)
+    table = pq.read_table(tmp_path / summary["run_id"] / "metrics.parquet")
+    assert set(table.column("step").to_pylist()) == {0, 20}  # logged up to the divergence, nothing after

@@ -288,6 +288,14 @@ DEFINE_KERNEL(lsa_f64, double)
 #include <math.h>
 #include <stdint.h>
 
+/* glibc's vector math (libmvec) variants, declared here because math.h only declares them under
+ * __FAST_MATH__, which the build drops (-fno-finite-math-only keeps NaN/Inf semantics, so a
+ * diverging run shows a NaN loss instead of a silently wrong number). */
+__attribute__((simd("notinbranch"))) extern float logf(float);
+__attribute__((simd("notinbranch"))) extern float cosf(float);
+__attribute__((simd("notinbranch"))) extern double log(double);
+__attribute__((simd("notinbranch"))) extern double cos(double);
+
 /* Philox4x32-10 on BLK counters at once, prompt index innermost (vectorisable). */
 static inline void philox_block(uint32_t j, uint64_t b0, uint32_t k0in, uint32_t k1in, uint32_t out[4][BLK]) {
     uint32_t c0[BLK], c1[BLK], c2[BLK], c3[BLK];

@@ -25,7 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 
 SOURCE = Path(__file__).with_name("_lsa_kernel.c")
-FLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
+# fast-math reassociation vectorises the reductions; -fno-finite-math-only keeps NaN/Inf semantics so a
+# diverging run shows NaN instead of a silently wrong loss
+FLAGS = ["-O3", "-march=native", "-ffast-math", "-fno-finite-math-only", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
 LIBS = ["-lmvec", "-lm"]  # glibc's vector math (vectorised log/cos in the sampler); after the source
 
 

@@ -99,7 +99,7 @@ def train(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, te
     """Train every seed (leading axis of ``tasks``, ``tests``, ``keys``) in one compiled program.
 
     Metrics are logged at step 0 and every ``log_every`` steps. A seed whose train or test loss is
-    non-finite or above ``max_loss`` is marked diverged at that step; its later rows are dropped and
+    non-finite or above ``max_loss`` (or whose gradient norm is non-finite) is marked diverged at that step; its later rows are dropped and
     its parameters are kept from its last finite chunk. Returns (final params, history).
     """
     state = init_states(problem, opt, tasks, keys)
@@ -110,7 +110,9 @@ def train(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, te
         m = {k: np.asarray(v) for k, v in metrics.items()}
         for s in range(len(keys)):
             losses = [m[k][s] for k in ("train_loss", "test_loss") if k in m]
-            if s not in history.diverged_at and not all(np.isfinite(x) and x <= max_loss for x in losses):
+            ok = all(np.isfinite(x) and x <= max_loss for x in losses)
+            ok = ok and ("grad_norm" not in m or np.isfinite(m["grad_norm"][s]))
+            if s not in history.diverged_at and not ok:
                 history.diverged_at[s] = step
         history.steps.append(step)
         history.metrics.append(m)
@@ -118,8 +120,7 @@ def train(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, te
             on_chunk(step, m)
         return np.array([s not in history.diverged_at for s in range(len(keys))])
 
-    first = evaluate(state.params, tasks, tests)
-    log(0, {"train_loss": first["test_loss"], "grad_norm": jnp.full_like(first["test_loss"], jnp.nan), **first})
+    log(0, evaluate(state.params, tasks, tests))  # step 0: held-out metrics only
     good_params = state.params
     chunks = {}
     done = 0
