@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 from icldyn.cli import app
 from icldyn.config import RunConfig, _SECTIONS
 
-FIELDS = [(f"{name}.{field}", info) for name, section in _SECTIONS.items() for field, info in section.model_fields.items()]
+FIELDS = [(f"{name}.{field}", info)
+          for name, section in _SECTIONS.items() for field, info in section.model_fields.items()]
 FIELDS += [(field, RunConfig.model_fields[field]) for field in ("seeds", "seed")]
 
 

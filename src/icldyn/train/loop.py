@@ -99,8 +99,9 @@ def train(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, te
     """Train every seed (leading axis of ``tasks``, ``tests``, ``keys``) in one compiled program.
 
     Metrics are logged at step 0 and every ``log_every`` steps. A seed whose train or test loss is
-    non-finite or above ``max_loss`` (or whose gradient norm is non-finite) is marked diverged at that step; its later rows are dropped and
-    its parameters are kept from its last finite chunk. Returns (final params, history).
+    non-finite or above ``max_loss``, or whose gradient norm is non-finite, is marked diverged at that
+    step; its later rows are dropped and its parameters are kept from its last finite chunk.
+    Returns (final params, history).
     """
     state = init_states(problem, opt, tasks, keys)
     evaluate = jax.jit(over_seeds(problem.evaluate, problem.seed_map))
