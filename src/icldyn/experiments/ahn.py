@@ -56,7 +56,9 @@ def evaluate_point(cfg: RunConfig, setup: ahn_setup.Setup, hist: History) -> dic
     L, n = cfg.model.layers, cfg.data.n
     seeds = []
     for i, seed in enumerate(setup.seeds):
-        last = {k: float(v[i]) for k, v in hist.metrics[-1].items()}
+        # a diverged seed reports its last finite row (the one before the step it diverged at)
+        j = len(hist.steps) - 1 if i not in hist.diverged_at else max(hist.steps.index(hist.diverged_at[i]) - 1, 0)
+        last = {k: float(v[i]) for k, v in hist.metrics[j].items()}
         task = jax.tree.map(lambda a: np.asarray(a[i], np.float64), setup.tasks)
         ref = theory.baselines(*setup.val_prompts[i], *setup.test_prompts[i], task.sigma, L)
         if L == 1:  # Theorem 1, for this seed's Σ and task prior; Γ* also on the same held-out prompts
@@ -68,11 +70,11 @@ def evaluate_point(cfg: RunConfig, setup: ahn_setup.Setup, hist: History) -> dic
         seeds.append({"seed": seed, "status": status, "diverged_at": hist.diverged_at.get(i),
                       "final": last, "theory": ref})
     finished = [s for s in seeds if s["status"] == "finished"]
-    final_mean = {k: _mean([s["final"][k] for s in finished]) for k in seeds[0]["final"]}
+    final_mean = {k: _mean([s["final"].get(k) for s in finished]) for k in seeds[0]["final"]}
     norms = [final_mean[f"norm_A{ell}"] for ell in range(L)]
     out = {"layers": L, "n": n, "parameterization": cfg.model.parameterization, "seeds": seeds,
            "test_loss": final_mean["test_loss"],
-           "test_loss_std": float(np.std([s["final"]["test_loss"] for s in seeds])),
+           "test_loss_std": float(np.std([s["final"]["test_loss"] for s in finished])) if finished else float("nan"),
            "final_mean": final_mean,
            "norms_increasing": bool(all(a <= b for a, b in zip(norms, norms[1:])))}  # ‖A₀‖ ≤ ‖A₁‖ ≤ … (Thm 4 fig.)
     for key in seeds[0]["theory"]:
@@ -106,7 +108,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> dict[str, Any]:
             point["seeds"][i]["B"] = np.asarray(B[i]).tolist()
             point["seeds"][i]["sigma_sqrt"] = np.asarray(setup.tasks.sigma_sqrt[i]).tolist()
         points.append(point)
-    rd.write_params(arrays)
+        rd.write_params(arrays)  # after every point: an interrupted run keeps what it finished
     figures = plots.ahn_figures(cfg, points, rows, rd)
     statuses = {s["status"] for p in points for s in p["seeds"]}
     return {"points": points, "figures": figures, "wall_s": time.time() - t0,
