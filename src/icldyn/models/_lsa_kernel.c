@@ -23,7 +23,9 @@
 #define TID_ASSIGN(tid) (void)(tid)
 #endif
 
+#ifndef BLK
 #define BLK 64
+#endif
 #define DMAX 16
 
 #define IDX(i, j) ((i) * D + (j))
@@ -50,7 +52,7 @@ int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall
         REAL *zs = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)(L + 1) * D * BLK);            \
         REAL *Ts = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)L * DD * BLK);                 \
         REAL *SQ = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)DD * BLK);                     \
-        REAL *TS = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)DD * BLK);                     \
+        REAL *TSs = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)L * DD * BLK); /* T_l S_l */ \
         REAL *Sb = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)DD * BLK);                     \
         REAL *Sn = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)DD * BLK);                     \
         REAL *Tb = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)DD * BLK);                     \
@@ -87,6 +89,7 @@ int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall
                         for (int j = 0; j < D; j++)                                                \
                             for (int k = 0; k < D; k++) {                                          \
                                 const REAL q = Qh[IDX(j, k)];                                      \
+                                if (q == 0) continue;                                              \
                                 REAL *o = SQ + IDX(i, k) * BLK; const REAL *s = S + IDX(i, j) * BLK; \
                                 for (int t = 0; t < BLK; t++) o[t] += s[t] * q;                    \
                             }                                                                      \
@@ -109,7 +112,8 @@ int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall
                         for (int t = 0; t < BLK; t++) o[t] += a[t] * v[t];                         \
                     }                                                                              \
                 if (l == L - 1) break; /* S_L is never read */                                     \
-                /* TS = T S, S_{l+1} = TS T^T (symmetric: fill upper, mirror) */                   \
+                /* TS = T S (kept for the backward), S_{l+1} = TS T^T (symmetric: upper, mirror) */ \
+                REAL *TS = TSs + (size_t)l * DD * BLK;                                             \
                 memset(TS, 0, sizeof(REAL) * DD * BLK);                                            \
                 for (int i = 0; i < D; i++)                                                        \
                     for (int k = 0; k < D; k++)                                                    \
@@ -153,14 +157,7 @@ int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall
                         for (int t = 0; t < BLK; t++) o[t] = a[t] * v[t];                          \
                     }                                                                              \
                 if (l < L - 1) {                                                                   \
-                    memset(TS, 0, sizeof(REAL) * DD * BLK);                                        \
-                    for (int i = 0; i < D; i++)                                                    \
-                        for (int k = 0; k < D; k++)                                                \
-                            for (int j = 0; j < D; j++) {                                          \
-                                const REAL *a = T + IDX(i, k) * BLK, *s = S + IDX(k, j) * BLK;     \
-                                REAL *o = TS + IDX(i, j) * BLK;                                    \
-                                for (int t = 0; t < BLK; t++) o[t] += a[t] * s[t];                 \
-                            }                                                                      \
+                    const REAL *TS = TSs + (size_t)l * DD * BLK;                                   \
                     for (int i = 0; i < D; i++)                                                    \
                         for (int k = 0; k < D; k++) {                                              \
                             const REAL *g1 = Sb + IDX(i, k) * BLK, *g2 = Sb + IDX(k, i) * BLK;     \
@@ -255,7 +252,7 @@ int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall
                 memcpy(Sb, Sn, sizeof(REAL) * DD * BLK);                                           \
             }                                                                                      \
         }                                                                                          \
-        free(Ss); free(zs); free(Ts); free(SQ); free(TS); free(Sb); free(Sn); free(Tb); free(W);   \
+        free(Ss); free(zs); free(Ts); free(SQ); free(TSs); free(Sb); free(Sn); free(Tb); free(W);   \
         free(zb); free(zn);                                                                        \
     }                                                                                              \
     for (int sd = 0; sd < NS; sd++) {                                                              \
