@@ -69,3 +69,12 @@ def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
     args = (np.asarray(task.sigma_sqrt), np.asarray(task.w_sqrt), 0.5, np.array([7, 8]), 300, n)
     for x, y in zip(kernel.sample_moments_np(*args, 1), kernel.sample_moments_np(*args, 2)):
         np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.skipif(not kernel.available(), reason="no C compiler: the kernel path is not built here")
+def test_loading_the_kernel_leaves_subnormals_alone():
+    """A fast-math link would set flush-to-zero for the whole process (crtfastmath.o)."""
+    P = np.zeros((1, 1, 3, 3), np.float32)
+    kernel.value_and_grad_np(P, P, np.zeros((4, 3, 3), np.float32), np.zeros((4, 3), np.float32), np.ones(4, np.float32))
+    tiny = np.float32(1e-38) * np.float32(1e-3)  # a float32 subnormal
+    assert tiny > 0 and np.float64(5e-324) > 0

@@ -27,8 +27,11 @@ import numpy as np
 SOURCE = Path(__file__).with_name("_lsa_kernel.c")
 # fast-math reassociation vectorises the reductions; -fno-finite-math-only keeps NaN/Inf semantics so a
 # diverging run shows NaN instead of a silently wrong loss
-FLAGS = ["-O3", "-march=native", "-ffast-math", "-fno-finite-math-only", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
-LIBS = ["-lmvec", "-lm"]  # glibc's vector math (vectorised log/cos in the sampler); after the source
+FLAGS = ["-O3", "-march=native", "-ffast-math", "-fno-finite-math-only", "-fopenmp", "-fPIC", "-std=c11"]
+# Linked separately and without fast-math flags: linking with -ffast-math adds crtfastmath.o, which sets
+# flush-to-zero for the whole process on load and silently changes every other library's arithmetic.
+LINK = ["-shared", "-fopenmp"]
+LIBS = ["-lmvec", "-lm"]  # glibc's vector math (vectorised log/cos in the sampler); after the objects
 
 
 def _cpu_id() -> str:
@@ -49,14 +52,17 @@ def library() -> ctypes.CDLL | None:
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None or os.environ.get("ICLDYN_NO_KERNEL"):
         return None
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS + LIBS).encode() + _cpu_id().encode()).hexdigest()[:16]
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS + LINK + LIBS).encode() + _cpu_id().encode())
+    key = key.hexdigest()[:16]
     out = _cache_dir() / f"lsa_{key}.so"
     for _ in range(2):  # a cached build that no longer loads is rebuilt once
         if not out.exists():
             out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_suffix(f".{os.getpid()}.tmp")
-            res = subprocess.run([cc, *FLAGS, str(SOURCE), "-o", str(tmp), *LIBS], capture_output=True, text=True)
-            if res.returncode != 0:
+            tmp, obj = out.with_suffix(f".{os.getpid()}.tmp"), out.with_suffix(f".{os.getpid()}.o")
+            steps = ([cc, *FLAGS, "-c", str(SOURCE), "-o", str(obj)], [cc, *LINK, str(obj), "-o", str(tmp), *LIBS])
+            ok = all(subprocess.run(cmd, capture_output=True).returncode == 0 for cmd in steps)
+            obj.unlink(missing_ok=True)
+            if not ok:
                 return None
             os.replace(tmp, out)  # atomic: concurrent builders agree
         try:
