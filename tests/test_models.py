@@ -29,11 +29,12 @@ def test_moment_form_equals_column_form(prompts, parameterization):
 
 
 @pytest.mark.skipif(not kernel.available(), reason="no C compiler: the kernel path is not built here")
+@pytest.mark.parametrize("parameterization", ["full", "sparse", "relaxed"])
 @pytest.mark.parametrize("dtype, tol", [(jnp.float64, 1e-12), (jnp.float32, 2e-5)])
-def test_kernel_loss_and_gradient_equal_autodiff(prompts, dtype, tol):
+def test_kernel_loss_and_gradient_equal_autodiff(prompts, dtype, tol, parameterization):
     x = jax.tree.map(lambda a: a.astype(dtype), moments(prompts))
-    mom = LinearTransformer(D_, 3, heads=2, parameterization="full", init_std=0.3, form="moments")
-    ker = LinearTransformer(D_, 3, heads=2, parameterization="full", init_std=0.3, form="kernel")
+    mom = LinearTransformer(D_, 3, heads=2, parameterization=parameterization, init_std=0.3, form="moments")
+    ker = LinearTransformer(D_, 3, heads=2, parameterization=parameterization, init_std=0.3, form="kernel")
     params = mom.init(key=jax.random.PRNGKey(2), dtype=dtype)
     ref_l, ref_g = jax.value_and_grad(mom.loss)(params, x)
     ker_l, ker_g = jax.jit(jax.value_and_grad(ker.loss))(params, x)

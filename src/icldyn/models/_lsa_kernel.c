@@ -33,7 +33,7 @@
 #define DEFINE_KERNEL(NAME, REAL)                                                                  \
 int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall,                 \
          const REAL *S0all, const REAL *zqall, const REAL *yall, REAL *loss_out, REAL *gP,         \
-         REAL *gQ, int want_grad, int nthreads) {                                                 \
+         REAL *gQ, const unsigned char *mP, const unsigned char *mQ, int want_grad, int nthreads) { \
     if (D > DMAX || D < 1) return 1;                                                               \
     const long nblk = (B + BLK - 1) / BLK;                                                         \
     const int DD = D * D;                                                                          \
@@ -160,8 +160,8 @@ int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall
                     const REAL *TS = TSs + (size_t)l * DD * BLK;                                   \
                     for (int i = 0; i < D; i++)                                                    \
                         for (int k = 0; k < D; k++) {                                              \
-                            const REAL *g1 = Sb + IDX(i, k) * BLK, *g2 = Sb + IDX(k, i) * BLK;     \
-                            for (int t = 0; t < BLK; t++) W[t] = g1[t] + g2[t];                    \
+                            const REAL *g1 = Sb + IDX(i, k) * BLK; /* S̄ kept symmetric */        \
+                            for (int t = 0; t < BLK; t++) W[t] = 2 * g1[t];                        \
                             for (int j = 0; j < D; j++) {                                          \
                                 const REAL *s = TS + IDX(k, j) * BLK; REAL *o = Tb + IDX(i, j) * BLK; \
                                 for (int t = 0; t < BLK; t++) o[t] += W[t] * s[t];                 \
@@ -177,13 +177,16 @@ int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall
                                 for (int t = 0; t < BLK; t++) o[t] += a[t] * c[t];                 \
                             }                                                                      \
                     memset(Sn, 0, sizeof(REAL) * DD * BLK);                                        \
-                    for (int k = 0; k < D; k++)                                                    \
+                    for (int k = 0; k < D; k++) /* T^T S̄' T is symmetric: upper triangle */        \
                         for (int i = 0; i < D; i++)                                                \
-                            for (int j = 0; j < D; j++) {                                          \
+                            for (int j = i; j < D; j++) {                                          \
                                 const REAL *a = T + IDX(k, i) * BLK, *c = W + IDX(k, j) * BLK;     \
                                 REAL *o = Sn + IDX(i, j) * BLK;                                    \
                                 for (int t = 0; t < BLK; t++) o[t] += a[t] * c[t];                 \
                             }                                                                      \
+                    for (int i = 0; i < D; i++)                                                    \
+                        for (int j = 0; j < i; j++)                                                \
+                            memcpy(Sn + IDX(i, j) * BLK, Sn + IDX(j, i) * BLK, sizeof(REAL) * BLK); \
                 } else {                                                                           \
                     memset(Sn, 0, sizeof(REAL) * DD * BLK);                                        \
                 }                                                                                  \
@@ -212,6 +215,7 @@ int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall
                     /* Pbar_ij += sum_t sum_k W_ik S_kj */                                         \
                     for (int i = 0; i < D; i++)                                                    \
                         for (int j = 0; j < D; j++) {                                              \
+                            if (!mP[IDX(i, j)]) continue; /* not trained */                        \
                             REAL sacc = 0;                                                         \
                             for (int k = 0; k < D; k++) {                                          \
                                 const REAL *a = W + IDX(i, k) * BLK, *s = S + IDX(k, j) * BLK;     \
@@ -241,6 +245,7 @@ int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall
                             }                                                                      \
                     for (int i = 0; i < D; i++)                                                    \
                         for (int j = 0; j < D; j++) {                                              \
+                            if (!mQ[IDX(i, j)]) continue; /* not trained */                        \
                             REAL sacc = 0;                                                         \
                             for (int k = 0; k < D; k++) {                                          \
                                 const REAL *a = SQ + IDX(i, k) * BLK, *c = Tb + IDX(k, j) * BLK;   \
@@ -249,7 +254,14 @@ int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall
                             aQ[off + IDX(i, j)] += sacc;                                           \
                         }                                                                          \
                 }                                                                                  \
-                memcpy(Sb, Sn, sizeof(REAL) * DD * BLK);                                           \
+                /* only sym(S̄) reaches the loss: keep S̄ symmetric (T^T S̄ T is; P^T T̄ Q^T is not) */ \
+                for (int i = 0; i < D; i++)                                                        \
+                    for (int j = i; j < D; j++) {                                                  \
+                        const REAL *a = Sn + IDX(i, j) * BLK, *c = Sn + IDX(j, i) * BLK;           \
+                        REAL *o = Sb + IDX(i, j) * BLK, *o2 = Sb + IDX(j, i) * BLK;                \
+                        for (int t = 0; t < BLK; t++) o[t] = (a[t] + c[t]) / 2;                    \
+                        if (j != i) memcpy(o2, o, sizeof(REAL) * BLK);                             \
+                    }                                                                              \
             }                                                                                      \
         }                                                                                          \
         free(Ss); free(zs); free(Ts); free(SQ); free(TSs); free(Sb); free(Sn); free(Tb); free(W);   \

@@ -75,8 +75,9 @@ def library() -> ctypes.CDLL | None:
     i32, i64, u32p = ctypes.c_int, ctypes.c_long, ctypes.POINTER(ctypes.c_uint32)
     for suffix, real in (("f32", ctypes.c_float), ("f64", ctypes.c_double)):
         ptr = ctypes.POINTER(real)
-        fn = getattr(lib, f"lsa_{suffix}")  # (NS, L, H, D, B, P, Q, S, zq, y, loss, gP, gQ, want_grad, threads)
-        fn.restype, fn.argtypes = i32, [i32, i32, i32, i32, i64] + [ptr] * 8 + [i32, i32]
+        u8p = ctypes.POINTER(ctypes.c_uint8)
+        fn = getattr(lib, f"lsa_{suffix}")  # (NS, L, H, D, B, P, Q, S, zq, y, loss, gP, gQ, mP, mQ, grad, threads)
+        fn.restype, fn.argtypes = i32, [i32, i32, i32, i32, i64] + [ptr] * 8 + [u8p, u8p, i32, i32]
         fn = getattr(lib, f"sample_{suffix}")  # (NS, d, n, B, Ssq, Wsq, sigma, keys, S, zq, yq, threads)
         fn.restype, fn.argtypes = i32, [i32, i32, i32, i64, ptr, ptr, ptr, u32p, ptr, ptr, ptr, i32]
     return lib
@@ -99,15 +100,19 @@ def _ptr(a: np.ndarray):
 
 
 def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarray, y: np.ndarray, *,
-                      want_grad: bool = True, threads: int = 1):
+                      want_grad: bool = True, threads: int = 1, trained: tuple[np.ndarray, np.ndarray] | None = None):
     """Loss (1/B)Σ(z_L[d] + y)² and its gradient w.r.t. P, Q (each (..., L, H, D, D)); NumPy in and out.
-    Leading axes (seeds) broadcast; all seeds run in one call, spread over ``threads``."""
+    Leading axes (seeds) broadcast; all seeds run in one call, spread over ``threads``. ``trained``:
+    (D, D) boolean masks of the P and Q entries whose gradient is wanted (others are returned as 0)."""
     dtype = np.float64 if S.dtype == np.float64 else np.float32
     fn = library().lsa_f64 if dtype == np.float64 else library().lsa_f32
     lead, (P, Q, S, zq, y) = _seeds([P, Q, S, zq, y], [4, 4, 3, 2, 1], dtype)
     ns, (L, H, D, _) = P.shape[0], P.shape[1:]
     loss, gP, gQ = np.zeros(ns, dtype), np.zeros_like(P), np.zeros_like(Q)
-    rc = fn(ns, L, H, D, S.shape[1], *(_ptr(a) for a in (P, Q, S, zq, y, loss, gP, gQ)), int(want_grad), threads)
+    mP, mQ = (np.ascontiguousarray(np.ones((D, D)) if m is None else m, np.uint8) for m in (trained or (None, None)))
+    u8 = ctypes.POINTER(ctypes.c_uint8)
+    rc = fn(ns, L, H, D, S.shape[1], *(_ptr(a) for a in (P, Q, S, zq, y, loss, gP, gQ)), mP.ctypes.data_as(u8),
+            mQ.ctypes.data_as(u8), int(want_grad), threads)
     if rc != 0:
         raise RuntimeError(f"lsa kernel failed (code {rc}; D = {D} must be ≤ 16)")
     return loss.reshape(lead), gP.reshape(lead + P.shape[1:]), gQ.reshape(lead + Q.shape[1:])
@@ -153,31 +158,34 @@ def sample_moments(task, key: jax.Array, batch: int, n: int, threads: int = 1):
     return jax.pure_callback(f, shapes, task.sigma_sqrt, task.w_sqrt, task.noise_std, bits, vmap_method="expand_dims")
 
 
-def _callback(P, Q, S, zq, y, want_grad: bool, threads: int):
+def _callback(P, Q, S, zq, y, want_grad: bool, threads: int, trained):
     shapes = (jax.ShapeDtypeStruct((), S.dtype), jax.ShapeDtypeStruct(P.shape, S.dtype),
               jax.ShapeDtypeStruct(Q.shape, S.dtype))
 
     def f(*args):
         args = [np.asarray(a) for a in args]
         lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip(args, (4, 4, 3, 2, 1))))
-        loss, gP, gQ = value_and_grad_np(*args, want_grad=want_grad, threads=threads)
+        masks = None if trained is None else tuple(np.asarray(m, bool) for m in trained)
+        loss, gP, gQ = value_and_grad_np(*args, want_grad=want_grad, threads=threads, trained=masks)
         return loss.reshape(lead), gP.reshape(lead + gP.shape[-4:]), gQ.reshape(lead + gQ.shape[-4:])
 
     return jax.pure_callback(f, shapes, P, Q, S, zq, y, vmap_method="expand_dims")
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
-def loss(P, Q, S, zq, y, threads: int = 1):
-    """Mean squared readout error of the moment-form forward, differentiable in P and Q."""
-    return _callback(P, Q, S, zq, y, False, threads)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6))
+def loss(P, Q, S, zq, y, threads: int = 1, trained=None):
+    """Mean squared readout error of the moment-form forward, differentiable in P and Q. ``trained``:
+    optional hashable (P mask, Q mask), nested tuples of bools, of the entries a parameterisation trains;
+    the gradient of the other entries is returned as 0 and not computed."""
+    return _callback(P, Q, S, zq, y, False, threads, trained)[0]
 
 
-def _fwd(P, Q, S, zq, y, threads):
-    value, gP, gQ = _callback(P, Q, S, zq, y, True, threads)
+def _fwd(P, Q, S, zq, y, threads, trained):
+    value, gP, gQ = _callback(P, Q, S, zq, y, True, threads, trained)
     return value, (gP, gQ, S, zq, y)
 
 
-def _bwd(threads, res, g):
+def _bwd(threads, trained, res, g):
     gP, gQ, S, zq, y = res
     return g * gP, g * gQ, jnp.zeros_like(S), jnp.zeros_like(zq), jnp.zeros_like(y)
 

@@ -128,6 +128,14 @@ class LinearTransformer:
         Q = jnp.zeros_like(P).at[:, :, :d, :d].set(-A)
         return P, Q
 
+    def trained_entries(self) -> tuple | None:
+        """(P mask, Q mask) of the (d+1)×(d+1) entries this parameterisation trains (None: all)."""
+        if self.parameterization == "full":
+            return None
+        block = tuple(tuple(i < self.d and j < self.d for j in range(self.d + 1)) for i in range(self.d + 1))
+        none = tuple(tuple(False for _ in range(self.d + 1)) for _ in range(self.d + 1))
+        return (block if self.parameterization == "relaxed" else none), block
+
     def A(self, params: Params) -> jax.Array:
         """Effective preconditioners A_ℓ = −Σ_h P_{ℓ,h}[d,d] Q_{ℓ,h}[:d,:d], shape (L, d, d)."""
         P, Q = self.PQ(params)
@@ -164,5 +172,5 @@ class LinearTransformer:
         """Mean of :meth:`per_prompt_loss`; the ``kernel`` form computes it and its gradient fused."""
         if self.form == "kernel":
             P, Q = self.PQ(params)
-            return kernel.loss(P, Q, x.S, x.zq, x.yq, self.threads)
+            return kernel.loss(P, Q, x.S, x.zq, x.yq, self.threads, self.trained_entries())
         return jnp.mean(self.per_prompt_loss(params, x))
