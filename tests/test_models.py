@@ -76,6 +76,7 @@ def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
 def test_loading_the_kernel_leaves_subnormals_alone():
     """A fast-math link would set flush-to-zero for the whole process (crtfastmath.o)."""
     P = np.zeros((1, 1, 3, 3), np.float32)
-    kernel.value_and_grad_np(P, P, np.zeros((4, 3, 3), np.float32), np.zeros((4, 3), np.float32), np.ones(4, np.float32))
+    S, zq, y = np.zeros((4, 3, 3), np.float32), np.zeros((4, 3), np.float32), np.ones(4, np.float32)
+    kernel.value_and_grad_np(P, P, S, zq, y)
     tiny = np.float32(1e-38) * np.float32(1e-3)  # a float32 subnormal
     assert tiny > 0 and np.float64(5e-324) > 0
