@@ -15,6 +15,7 @@ import jax
 
 from icldyn.config import build
 from icldyn.experiments import ahn_setup
+from icldyn.experiments.ahn import OFFICIAL_TRAIN
 from icldyn.runtime import setup_jax
 from icldyn.train.loop import init_states, make_chunk
 from icldyn.train.optimizers import build_optimizer
@@ -24,8 +25,7 @@ def steps_per_s(L: int, B: int, seeds: int, resample: int, k: int = 200, repeats
     cfg = build({"experiment": "ahn-loss-vs-layers", "seeds": seeds,
                  "data": {"covariance": "official", "resample_every": resample, "test_size": 1000, "sampler": "jax"},
                  "model": {"layers": L, "parameterization": "relaxed", "init_std": 1e-4, "forward": "moments"},
-                 "train": {"optimizer": "adamw", "b1": 0.99, "b2": 0.9, "clip": 0.01, "clip_mode": "per_matrix",
-                           "lr": 0.01, "batch": B}})
+                 "train": {**OFFICIAL_TRAIN, "lr": 0.01, "batch": B}})
     setup = ahn_setup.build(cfg)
     opt = build_optimizer(cfg.train)
     chunk = jax.jit(make_chunk(setup.problem, opt, k, resample))

@@ -68,6 +68,7 @@ def worker(threads: int, quick: bool) -> dict:
     from benchmarks import reference_torch as ref
     from icldyn.config import build
     from icldyn.experiments import ahn_setup
+    from icldyn.experiments.ahn import OFFICIAL_TRAIN
     from icldyn.models import kernel
     from icldyn.models.linear_attention import moments
     from icldyn.data.gaussian import Prompts
@@ -80,8 +81,7 @@ def worker(threads: int, quick: bool) -> dict:
         return build({"experiment": "ahn-loss-vs-layers", "seeds": seeds,
                       "data": {"d": D, "n": N, "covariance": "official", "resample_every": resample, "test_size": 1000},
                       "model": {"layers": L, "parameterization": "relaxed", "init_std": 1e-4},
-                      "train": {"optimizer": "adamw", "b1": 0.99, "b2": 0.9, "clip": 0.01, "clip_mode": "per_matrix",
-                                "lr": 0.01, "batch": B, "threads": threads, "dtype": dtype}})
+                      "train": {**OFFICIAL_TRAIN, "lr": 0.01, "batch": B, "threads": threads, "dtype": dtype}})
 
     # -- equal work: same init, same prompts, float64, a few steps: loss curves and parameters agree
     if threads == 1:
