@@ -25,7 +25,7 @@ def steps_per_s(L: int, B: int, seeds: int, resample: int, k: int = 200, repeats
     cfg = build({"experiment": "ahn-loss-vs-layers", "seeds": seeds,
                  "data": {"covariance": "official", "resample_every": resample, "test_size": 1000, "sampler": "jax"},
                  "model": {"layers": L, "parameterization": "relaxed", "init_std": 1e-4, "forward": "moments"},
-                 "train": {**OFFICIAL_TRAIN, "lr": 0.01, "batch": B}})
+                 "train": {**OFFICIAL_TRAIN, "schedule": "constant", "lr": 0.01, "batch": B}})
     setup = ahn_setup.build(cfg)
     opt = build_optimizer(cfg.train)
     chunk = jax.jit(make_chunk(setup.problem, opt, k, resample))

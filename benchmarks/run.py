@@ -81,7 +81,8 @@ def worker(threads: int, quick: bool) -> dict:
         return build({"experiment": "ahn-loss-vs-layers", "seeds": seeds,
                       "data": {"d": D, "n": N, "covariance": "official", "resample_every": resample, "test_size": 1000},
                       "model": {"layers": L, "parameterization": "relaxed", "init_std": 1e-4},
-                      "train": {**OFFICIAL_TRAIN, "lr": 0.01, "batch": B, "threads": threads, "dtype": dtype}})
+                      "train": {**OFFICIAL_TRAIN, "schedule": "constant", "lr": 0.01, "batch": B, "threads": threads,
+                                "dtype": dtype}})
 
     # -- equal work: same init, same prompts, float64, a few steps: loss curves and parameters agree
     if threads == 1:
