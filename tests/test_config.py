@@ -15,6 +15,10 @@ from icldyn.experiments import REGISTRY, get
     ({"data": {"covariance": "eigenvalues", "eigenvalues": [1.0, 2.0]}}, "data.d = 5"),
     ({"grid": {"data.nope": [1]}}, "data.nope"),
     ({"bogus": 1}, "unknown key 'bogus'"),
+    ({"model": {"kind": "softmax_regressor"}}, "allowed pairs"),
+    ({"train": {"precondition": True}}, "train.precondition"),
+    ({"data": {"kind": "regression", "p": 3, "m_singular_values": [0.1, 0.2]}, "model": {"kind": "softmax_regressor"}},
+     "min(data.p, data.d) = 3"),
 ])
 def test_bad_config_is_one_line_naming_the_field(raw, needle):
     with pytest.raises(ConfigError) as err:

@@ -109,15 +109,16 @@ def run(
 
 
 def _print_points(summary: dict) -> None:
+    if not summary.get("table"):
+        return
     table = Table(title=f"{summary['experiment']}: measured vs theory")
-    from icldyn.runs import fmt, theory_columns
-
-    keys = theory_columns(summary["points"])
-    for col in ["point", "trained test loss", *keys]:
+    for col in summary["table"]["columns"]:
         table.add_column(col)
-    for p in summary["points"]:
-        table.add_row(p["point"] or "—", f"{p['test_loss']:.4g}", *(fmt(p.get(k)) for k in keys))
+    for row in summary["table"]["rows"]:
+        table.add_row(*(str(c) for c in row))
     out_console.print(table)
+    for line in summary.get("headline", []):
+        out_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("list")

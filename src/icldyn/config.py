@@ -24,8 +24,14 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
-    """Gaussian in-context regression prompts (Ahn et al. §3.1; SPEC §3.1)."""
+    """The data law: Gaussian in-context regression prompts (Ahn et al.; SPEC §3.1) or one fixed
+    multi-output regression y = Mx + z whose prompts are n samples (Goel et al.; SPEC §1.1)."""
 
+    kind: Literal["prompts", "regression"] = Field(
+        "prompts",
+        description="prompts: a fresh task w ~ N(0, Ω_w) per prompt, n examples + a query (Ahn); regression: "
+        "one fixed M ∈ R^{p×d} per seed, y = Mx + z, a prompt is n samples, each a query (Goel)",
+    )
     d: int = Field(5, ge=1, le=256, description="covariate dimension d")
     n: int = Field(20, ge=1, le=100_000, description="context examples per prompt n")
     covariance: Literal["identity", "eigenvalues", "condition", "official"] = Field(
@@ -40,7 +46,14 @@ class DataConfig(_Section):
         "inverse_covariance",
         description="task prior: w ~ N(0, I_d) (Thm 1) or w ~ N(0, Σ⁻¹) (Thms 3-4, the paper's experiments)",
     )
-    noise_std: float = Field(0.0, ge=0.0, description="label noise σ: y = wᵀx + σ ε")
+    noise_std: float = Field(0.0, ge=0.0, description="label noise σ: y = wᵀx + σ ε (regression: Ω = σ² I_p)")
+    p: int = Field(4, ge=1, le=256, description="regression: response dimension p (the paper assumes p ≥ d)")
+    m_norm: float = Field(
+        0.05, gt=0.0, description="regression: M is a seeded Gaussian matrix scaled to ‖MΣ^½‖_op = m_norm "
+        "(the paper assumes < 1/16)")
+    m_singular_values: list[float] | None = Field(
+        None, description="regression: the singular values of MΣ^½ (min(p, d) of them, seeded random singular "
+        "vectors) instead of a scaled Gaussian M")
     resample_every: int = Field(1, ge=1, description="draw a fresh training batch every k steps (official code: 100)")
     test_size: int = Field(20_000, ge=1, description="prompts in the fixed held-out test set of each seed")
     sampler: Literal["auto", "jax", "kernel"] = Field(
@@ -49,7 +62,7 @@ class DataConfig(_Section):
         "into moments, CPU); auto: kernel when the model runs the kernel forward",
     )
 
-    @field_validator("eigenvalues")
+    @field_validator("eigenvalues", "m_singular_values")
     @classmethod
     def _positive(cls, v: list[float] | None) -> list[float] | None:
         if v is not None and (len(v) == 0 or min(v) <= 0):
@@ -65,12 +78,22 @@ class DataConfig(_Section):
                 raise ValueError(f"data.eigenvalues has {len(self.eigenvalues)} entries but data.d = {self.d}")
         if self.covariance == "official" and self.d != 5:
             raise ValueError(f"covariance = 'official' is defined for d = 5 only, got data.d = {self.d}")
+        if self.m_singular_values is not None and len(self.m_singular_values) != min(self.p, self.d):
+            raise ValueError(f"data.m_singular_values has {len(self.m_singular_values)} entries but "
+                             f"min(data.p, data.d) = {min(self.p, self.d)}")
         return self
 
 
 class ModelConfig(_Section):
-    """L-layer linear self-attention (Ahn et al. eq. (3), parameterisations (8) and (9))."""
+    """The model: L-layer linear self-attention (Ahn et al. eq. (3), parameterisations (8), (9)) or the
+    softmax self-attention regressor ŷ_i = A Σ_j softmax_j(x_iᵀBx_j) x_j (Goel et al.; SPEC §1.2)."""
 
+    kind: Literal["linear_attention", "softmax_regressor"] = Field(
+        "linear_attention", description="linear_attention (data.kind = prompts) or softmax_regressor "
+        "(data.kind = regression)")
+    init: Literal["random", "spectral"] = Field(
+        "random", description="random: iid N(0, init_std²) entries; spectral (softmax_regressor): Algorithm 1's "
+        "spectral initialisation from one sample of n (OLS M̂, Σ̂)")
     layers: int = Field(3, ge=1, le=64, description="number of layers L")
     parameterization: Literal["full", "sparse", "relaxed"] = Field(
         "full", description="full (P, Q free), sparse (eq. 8: preconditioned GD), relaxed (eq. 9: GD++)"
@@ -88,7 +111,8 @@ class ModelConfig(_Section):
 class TrainConfig(_Section):
     """Optimiser (optax) and loop settings."""
 
-    optimizer: Literal["adam", "adamw", "sgd"] = Field("adam", description="optax optimiser")
+    optimizer: Literal["adam", "adamw", "sgd"] = Field("adam", description="optax optimiser (sgd without "
+                                                                            "momentum = plain gradient descent)")
     lr: float = Field(0.01, gt=0.0, description="peak learning rate")
     b1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam β₁ (official code: 0.99)")
     b2: float = Field(0.999, ge=0.0, lt=1.0, description="Adam β₂ (official code: 0.9)")
@@ -107,6 +131,15 @@ class TrainConfig(_Section):
     dtype: Literal["float32", "float64"] = Field("float32", description="floating-point precision")
     threads: int = Field(1, ge=1, le=256, description="CPU threads of the fused kernel (changes summation order)")
     max_loss: float = Field(1e6, gt=0.0, description="a seed whose loss exceeds this (or is NaN) is marked diverged")
+    oracle: Literal["sampled", "population"] = Field(
+        "sampled", description="softmax_regressor: gradients of the empirical loss on fresh prompts (sampled), or "
+        "the exact gradient of the closed-form population loss (population)")
+    regularizer: float = Field(
+        0.0, ge=0.0, description="softmax_regressor: weight of the balancing regulariser R̂ added to the loss "
+        "(Algorithm 1: 1)")
+    precondition: bool = Field(
+        False, description="softmax_regressor: multiply the B-gradient by Σ̂⁻¹ of the initial sample, "
+        "P̂⁻¹ = blockdiag(I_p, Σ̂⁻¹) (Algorithm 1)")
 
 
 class RunConfig(_Section):
@@ -121,6 +154,21 @@ class RunConfig(_Section):
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
     train: TrainConfig = TrainConfig()
+
+    @model_validator(mode="after")
+    def _combination(self) -> RunConfig:
+        softmax = self.model.kind == "softmax_regressor"
+        if softmax != (self.data.kind == "regression"):
+            raise ValueError(f"model.kind = {self.model.kind!r} does not take data.kind = {self.data.kind!r}; "
+                             "allowed pairs: linear_attention + prompts, softmax_regressor + regression")
+        if not softmax:
+            for key, value, default in (("model.init", self.model.init, "random"),
+                                        ("train.oracle", self.train.oracle, "sampled"),
+                                        ("train.regularizer", self.train.regularizer, 0.0),
+                                        ("train.precondition", self.train.precondition, False)):
+                if value != default:
+                    raise ValueError(f"{key} = {value!r} applies to model.kind = 'softmax_regressor' only")
+        return self
 
     @field_validator("grid")
     @classmethod

@@ -69,4 +69,5 @@ def grid_points(cfg: RunConfig) -> list[tuple[str, dict[str, Any]]]:
     return points
 
 
-from icldyn.experiments import ahn as _ahn  # noqa: E402,F401  (registers the Ahn recipes)
+from icldyn.experiments import ahn as _ahn  # noqa: E402,F401  (registers the recipes)
+from icldyn.experiments import goel as _goel  # noqa: E402,F401

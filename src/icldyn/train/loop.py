@@ -58,13 +58,21 @@ def over_seeds(f: Callable, how: str = "map") -> Callable:
     return lambda *args: jax.lax.map(lambda a: f(*a), args)
 
 
-def make_chunk(problem: Problem, opt: optax.GradientTransformation, length: int, resample_every: int):
+Optimizer = optax.GradientTransformation | Callable[[PyTree], optax.GradientTransformation]
+
+
+def _opt_for(opt: Optimizer, task: PyTree) -> optax.GradientTransformation:
+    """The optimiser of one seed: fixed, or built from the seed's task (a per-seed learning rate, Goel's Σ̂⁻¹)."""
+    return opt if isinstance(opt, optax.GradientTransformation) else opt(task)
+
+
+def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: int):
     """(states, tasks, tests) -> (states, metrics): ``length`` optimiser steps of every seed."""
     seeds = lambda f: over_seeds(f, problem.seed_map)  # noqa: E731
 
-    def grad_step(params, opt_state, batch):
+    def grad_step(params, opt_state, batch, task):
         loss, grads = jax.value_and_grad(problem.loss)(params, batch)
-        updates, opt_state = opt.update(grads, opt_state, params)
+        updates, opt_state = _opt_for(opt, task).update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss, optax.tree.norm(grads)
 
     def one_step(state: TrainState, tasks: PyTree):
@@ -72,7 +80,7 @@ def make_chunk(problem: Problem, opt: optax.GradientTransformation, length: int,
         # seeds run in lockstep, so one scalar decides: a real branch, not a per-seed select
         batch = jax.lax.cond(state.step[0] % resample_every == 0,
                              lambda: seeds(problem.sample)(tasks, keys[:, 1]), lambda: state.batch)
-        params, opt_state, loss, gnorm = seeds(grad_step)(state.params, state.opt_state, batch)
+        params, opt_state, loss, gnorm = seeds(grad_step)(state.params, state.opt_state, batch, tasks)
         return TrainState(params, opt_state, batch, keys[:, 0], state.step + 1), (loss, gnorm)
 
     def chunk(state: TrainState, tasks: PyTree, tests: PyTree):
@@ -84,22 +92,23 @@ def make_chunk(problem: Problem, opt: optax.GradientTransformation, length: int,
     return chunk
 
 
-def init_states(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, keys: jax.Array) -> TrainState:
+def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array) -> TrainState:
     def init(task, key):
         k_init, k_batch, k_loop = jax.random.split(key, 3)
         params = problem.init(task, k_init)
-        return TrainState(params, opt.init(params), problem.sample(task, k_batch), k_loop, jnp.zeros((), jnp.int32))
+        return TrainState(params, _opt_for(opt, task).init(params), problem.sample(task, k_batch), k_loop,
+                          jnp.zeros((), jnp.int32))
 
     return jax.jit(over_seeds(init, problem.seed_map))(tasks, keys)
 
 
-def train(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, tests: PyTree, keys: jax.Array, *,
+def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: jax.Array, *,
           steps: int, log_every: int, resample_every: int = 1, max_loss: float = 1e6,
           on_chunk: Callable[[int, dict[str, np.ndarray]], None] | None = None) -> tuple[PyTree, History]:
     """Train every seed (leading axis of ``tasks``, ``tests``, ``keys``) in one compiled program.
 
-    Metrics are logged at step 0 and every ``log_every`` steps. A seed whose train or test loss is
-    non-finite or above ``max_loss``, or whose gradient norm is non-finite, is marked diverged at that
+    Metrics are logged at step 0 and every ``log_every`` steps. A seed whose loss metric (any metric
+    named ``*loss``) is non-finite or above ``max_loss``, or whose gradient norm is non-finite, is marked diverged at that
     step; its later rows are dropped and its parameters are kept from its last finite chunk.
     Returns (final params, history).
     """
@@ -110,7 +119,7 @@ def train(problem: Problem, opt: optax.GradientTransformation, tasks: PyTree, te
     def log(step: int, metrics: dict[str, jax.Array]) -> np.ndarray:
         m = {k: np.asarray(v) for k, v in metrics.items()}
         for s in range(len(keys)):
-            losses = [m[k][s] for k in ("train_loss", "test_loss") if k in m]
+            losses = [m[k][s] for k in m if k.endswith("loss")]
             ok = all(np.isfinite(x) and x <= max_loss for x in losses)
             ok = ok and ("grad_norm" not in m or np.isfinite(m["grad_norm"][s]))
             if s not in history.diverged_at and not ok:

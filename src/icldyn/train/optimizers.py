@@ -21,23 +21,40 @@ def clip_per_matrix(max_norm: float, matrix_ndim: int = 2) -> optax.GradientTran
     return optax.stateless_with_tree_map(lambda g, _: clip(g))
 
 
-def schedule(cfg: TrainConfig) -> optax.Schedule:
+def goel_precondition(sigma_hat_inv: jax.Array) -> optax.GradientTransformation:
+    """Algorithm 1's preconditioner (Goel et al.; SPEC §1.6): the gradient of θ = (A, B) is multiplied by
+    P̂⁻¹ = blockdiag(I_p, Σ̂⁻¹), i.e. g_B ← Σ̂⁻¹ g_B, with Σ̂ from the initial sample. Chained before
+    ``optax.sgd(η)`` it gives θ_{t+1} = θ_t − η P̂⁻¹ Ẑ_t."""
+
+    def update(updates, state, params=None):
+        return {**updates, "B": sigma_hat_inv @ updates["B"]}, state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
+def schedule(cfg: TrainConfig, lr: float | jax.Array | None = None) -> optax.Schedule:
+    lr = cfg.lr if lr is None else lr
     if cfg.schedule == "step":
-        return optax.exponential_decay(cfg.lr, cfg.decay_every, cfg.decay_factor, staircase=True)
+        return optax.exponential_decay(lr, cfg.decay_every, cfg.decay_factor, staircase=True)
     if cfg.schedule == "cosine":
-        return optax.cosine_decay_schedule(cfg.lr, cfg.steps)
-    return optax.constant_schedule(cfg.lr)
+        return optax.cosine_decay_schedule(lr, cfg.steps)
+    return optax.constant_schedule(lr)
 
 
-def build_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
-    """Clipping (optional), then adam / adamw / sgd(momentum) with the configured schedule."""
-    lr = schedule(cfg)
+def build_optimizer(cfg: TrainConfig, *, lr: float | jax.Array | None = None,
+                    sigma_hat_inv: jax.Array | None = None) -> optax.GradientTransformation:
+    """Clipping (optional), Goel's preconditioner (when ``sigma_hat_inv`` is given), then adam / adamw /
+    sgd(momentum) with the configured schedule. ``lr`` overrides ``cfg.lr`` and may be a traced
+    per-seed value (a learning-rate grid as one vmapped program)."""
+    lr = schedule(cfg, lr)
     if cfg.optimizer == "adam":
         opt = optax.adam(lr, b1=cfg.b1, b2=cfg.b2)
     elif cfg.optimizer == "adamw":
         opt = optax.adamw(lr, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay)
     else:
         opt = optax.sgd(lr, momentum=cfg.momentum or None)
+    if sigma_hat_inv is not None:
+        opt = optax.chain(goel_precondition(sigma_hat_inv), opt)
     if cfg.clip > 0:
         clip = optax.clip_by_global_norm(cfg.clip) if cfg.clip_mode == "global" else clip_per_matrix(cfg.clip)
         opt = optax.chain(clip, opt)

@@ -1,0 +1,62 @@
+"""The softmax self-attention regressor of Goel, Soltanolkotabi, Bartlett (SPEC §1.2-1.3).
+
+θ = (A ∈ R^{p×d}, B ∈ R^{d×d}). Over the n samples of a prompt (self included, no mask, no scaling),
+
+    ŷ_i = A μ_i,   μ_i = Σ_j softmax_j(x_iᵀ B x_j) x_j,   L̂(θ) = (1/2n) Σ_i ‖ŷ_i − y_i‖²,
+
+and R̂ is the balancing regulariser R with the prompt's Σ̂ = (1/n) Σ_i x_i x_iᵀ (SPEC §1.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+
+from icldyn.theory.goel import regulariser
+
+Params = dict[str, jax.Array]  # {"A": (p, d), "B": (d, d)}
+GROUP_ELEMENTS = 320_000  # attention weights per group of prompts in the loss (a cache-sized block)
+
+
+@dataclass(frozen=True)
+class SoftmaxRegressor:
+    d: int
+    p: int
+    init_std: float = 1e-3
+
+    def init(self, key: jax.Array, dtype=jnp.float32) -> Params:
+        """iid N(0, init_std²) entries (the small random initialisation)."""
+        ka, kb = jax.random.split(key)
+        return {"A": self.init_std * jax.random.normal(ka, (self.p, self.d), dtype),
+                "B": self.init_std * jax.random.normal(kb, (self.d, self.d), dtype)}
+
+    @staticmethod
+    def attention(B: jax.Array, X: jax.Array) -> jax.Array:
+        """μ_i = Σ_j softmax_j(x_iᵀBx_j) x_j for X of shape (..., n, d)."""
+        logits = X @ B @ jnp.swapaxes(X, -1, -2)  # [i, j] = x_iᵀ B x_j: query on the left
+        return jax.nn.softmax(logits, axis=-1) @ X
+
+    def predict(self, params: Params, X: jax.Array) -> jax.Array:
+        return self.attention(params["B"], X) @ params["A"].T
+
+    def empirical_loss(self, params: Params, X: jax.Array, Y: jax.Array) -> jax.Array:
+        """L̂ averaged over the prompts of a batch (b, n, ·): mean over prompts of (1/2n) Σ_i ‖ŷ_i − y_i‖².
+
+        Prompts go through in groups whose n×n attention matrices fit in cache together (``lax.map``):
+        on a CPU this is ≈ 3× faster than one (b, n, n) tensor at b = 48, n = 200 in float64."""
+        def group_loss(xy):
+            r = self.predict(params, xy[0]) - xy[1]
+            return 0.5 * jnp.mean(jnp.sum(r * r, axis=-1))
+
+        b, n = X.shape[0], X.shape[1]
+        g = max(k for k in range(1, b + 1) if b % k == 0 and k * n * n <= GROUP_ELEMENTS or k == 1)
+        groups = (X.reshape(b // g, g, *X.shape[1:]), Y.reshape(b // g, g, *Y.shape[1:]))
+        return jnp.mean(jax.lax.map(group_loss, groups))
+
+    def empirical_regulariser(self, params: Params, X: jax.Array) -> jax.Array:
+        """R̂ with each prompt's own Σ̂ (SPEC §1.6 notes), averaged over the batch."""
+        sigma_hat = jnp.swapaxes(X, -1, -2) @ X / X.shape[-2]
+        return jnp.mean(jax.vmap(lambda S: regulariser(params["A"], params["B"], S))(sigma_hat.reshape(-1, self.d,
+                                                                                                      self.d)))

@@ -1,0 +1,184 @@
+"""Goel, Soltanolkotabi, Bartlett: closed forms of the softmax self-attention regressor (SPEC §1).
+
+θ = (A ∈ R^{p×d}, B ∈ R^{d×d}); x ~ N(0, Σ), y = Mx + z, z ~ N(0, Ω).
+
+* Population loss (SPEC §1.3, Theorem 1 (i)): L(θ) = ½‖(AΣBᵀ − M)Σ^½‖²_F + ½ tr Ω, L* = ½ tr Ω.
+* Balancing regulariser (SPEC §1.3): R(θ) = ⅛‖Σ^½(AᵀA − BᵀΣB)Σ^½‖²_F; Q = L + R.
+* Global-minimum manifold (SPEC §1.5): with MΣ^½ = UΓVᵀ, S = {θ*(J) : J ∈ O(d)},
+  θ*(J) = [UΓ^½JᵀΣ^{-½}; Σ^{-½}VΓ^½JᵀΣ^{-½}]; distances in the P-norm, P = blockdiag(I_p, Σ).
+* Algorithm 1's spectral initialisation: θ*(I) built from the OLS M̂ and Σ̂ of one sample.
+* Theorem 2: L(θ_m) − L* ≲ n⁻² log⁶ n + μ^m.
+
+Functions take JAX or NumPy arrays and are jittable unless they say otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import stats
+
+
+def _sym_pow(S: jax.Array, power: float) -> jax.Array:
+    lam, U = jnp.linalg.eigh(S)
+    return (U * lam**power) @ U.T
+
+
+def excess_loss(A, B, M, sigma) -> jax.Array:
+    """L(θ) − L* = ½‖(AΣBᵀ − M)Σ^½‖²_F = ½ tr(E Σ Eᵀ), E = AΣBᵀ − M (SPEC §1.3; no cancellation)."""
+    E = A @ sigma @ B.T - M
+    return 0.5 * jnp.sum((E @ sigma) * E)
+
+
+def population_loss(A, B, M, sigma, noise_cov=None) -> jax.Array:
+    """L(θ) = ½‖(AΣBᵀ − M)Σ^½‖²_F + ½ tr Ω: the n → ∞ limit of E[L̂] (SPEC §1.3, Theorem 1 (i))."""
+    return excess_loss(A, B, M, sigma) + (0.0 if noise_cov is None else 0.5 * jnp.trace(noise_cov))
+
+
+def regulariser(A, B, sigma) -> jax.Array:
+    """R(θ) = ⅛‖Σ^½ D Σ^½‖²_F = ⅛ tr(DΣDΣ), D = AᵀA − BᵀΣB (SPEC §1.3; Σ̂ in place of Σ gives R̂)."""
+    D = A.T @ A - B.T @ sigma @ B
+    DS = D @ sigma
+    return 0.125 * jnp.sum(DS * DS.T)
+
+
+def population_grads(A, B, M, sigma) -> tuple[jax.Array, jax.Array]:
+    """∇Q = ∇L + ∇R in closed form (SPEC §1.4): ∇_A L = E_rΣBΣ, ∇_B L = ΣE_rᵀAΣ,
+    ∇_A R = ½AΣDΣ, ∇_B R = −½ΣBΣDΣ."""
+    E = A @ sigma @ B.T - M
+    W = sigma @ (A.T @ A - B.T @ sigma @ B) @ sigma
+    return E @ sigma @ B @ sigma + 0.5 * A @ W, sigma @ E.T @ A @ sigma - 0.5 * sigma @ B @ W
+
+
+def theta_star(M, sigma, J=None) -> tuple[jax.Array, jax.Array]:
+    """θ*(J) ∈ S (SPEC §1.5): A = UΓ^½JᵀΣ^{-½}, B = Σ^{-½}VΓ^½JᵀΣ^{-½}, MΣ^½ = UΓVᵀ (thin SVD).
+    Needs p ≥ d; with (M̂, Σ̂) and J = I it is Algorithm 1's spectral initialisation."""
+    d = sigma.shape[0]
+    s_half, s_mhalf = _sym_pow(sigma, 0.5), _sym_pow(sigma, -0.5)
+    U, g, Vt = jnp.linalg.svd(M @ s_half, full_matrices=False)
+    J = jnp.eye(d, dtype=sigma.dtype) if J is None else J
+    G = jnp.sqrt(g)
+    return (U * G) @ J.T @ s_mhalf, s_mhalf @ (Vt.T * G) @ J.T @ s_mhalf
+
+
+def sample_moments(X, Y) -> tuple[jax.Array, jax.Array]:
+    """Σ̂ = (1/n)Σ x_i x_iᵀ (uncentred) and the OLS M̂ = ((1/n)Σ y_i x_iᵀ) Σ̂⁻¹ of one sample (Algorithm 1, step 1)."""
+    n = X.shape[0]
+    sigma_hat = X.T @ X / n
+    return sigma_hat, jnp.linalg.solve(sigma_hat, X.T @ Y / n).T
+
+
+def spectral_init(X, Y) -> tuple[jax.Array, jax.Array]:
+    """Algorithm 1, steps 1-3: (A₀, B₀) = θ*(I) for (M̂, Σ̂); then A₀Σ̂B₀ᵀ = M̂ and R̂(θ₀) = 0."""
+    sigma_hat, M_hat = sample_moments(X, Y)
+    return theta_star(M_hat, sigma_hat)
+
+
+class Projection(NamedTuple):
+    J: jax.Array  # the orthogonal matrix of the nearest point θ*(J)
+    distance: jax.Array  # ‖θ − θ*(J)‖_P
+
+
+def project(A, B, M, sigma, iters: int = 300) -> Projection:
+    """P-projection of θ onto S: argmin_{J ∈ O(d)} ‖P^½(θ − θ*(J))‖_F (SPEC §1.5).
+
+    With θ*(J) = C JᵀΣ^{-½} and CᵀPC = 2Γ the objective is const − 2 tr(N Jᵀ) + 2 tr(JΓJᵀΣ⁻¹),
+    N = Σ^{-½}θᵀPC. It starts at the polar factor of N (exact when Σ ∝ I) and takes ``iters``
+    Riemannian gradient steps with a polar retraction (a weighted Procrustes problem has no closed form).
+    """
+    d = sigma.shape[0]
+    s_half, s_mhalf = _sym_pow(sigma, 0.5), _sym_pow(sigma, -0.5)
+    s_inv = s_mhalf @ s_mhalf
+    U, g, Vt = jnp.linalg.svd(M @ s_half, full_matrices=False)
+    G = jnp.sqrt(g)
+    C_A, C_B = U * G, s_mhalf @ (Vt.T * G)  # θ*(J) = [C_A; C_B] Jᵀ Σ^{-½}
+    N = s_mhalf @ (A.T @ C_A + B.T @ sigma @ C_B)
+
+    def polar(X):
+        u, _, vt = jnp.linalg.svd(X)
+        return u @ vt
+
+    step = 1.0 / (4.0 * g[0] * jnp.linalg.eigvalsh(s_inv)[-1] + 2.0 * jnp.linalg.norm(N, 2))
+
+    def body(_, J):
+        grad = -2.0 * N + 4.0 * s_inv @ J * g  # ∂/∂J of −2tr(NJᵀ) + 2tr(JΓJᵀΣ⁻¹)
+        skew = 0.5 * (J.T @ grad - grad.T @ J)
+        return polar(J - step * J @ skew)
+
+    J = jax.lax.fori_loop(0, iters, body, polar(N))
+    A_s, B_s = C_A @ J.T @ s_mhalf, C_B @ J.T @ s_mhalf
+    dist2 = jnp.sum((A - A_s) ** 2) + jnp.sum(((B - B_s).T @ sigma) * (B - B_s).T)
+    return Projection(J, jnp.sqrt(jnp.maximum(dist2, 0.0)))
+
+
+def lemma1_asymmetry(A, B, M, sigma, J) -> jax.Array:
+    """Lemma 1: at the projection, ΔᵀPθ*Σ is symmetric (Δ = θ − θ*); returns its relative asymmetry."""
+    As, Bs = theta_star(M, sigma, J)
+    S = (A - As).T @ As @ sigma + (B - Bs).T @ sigma @ Bs @ sigma
+    return jnp.linalg.norm(S - S.T) / jnp.maximum(jnp.linalg.norm(S), 1e-300)
+
+
+class Rate(NamedTuple):
+    mu: float  # per-iteration contraction factor exp(slope)
+    low: float  # 95% confidence interval of μ
+    high: float
+    first: int  # fitted window of steps
+    last: int
+
+
+def fit_rate(steps, values, floor_factor: float = 10.0, span: float = 1e-6) -> Rate | None:
+    """μ from a log-linear least-squares fit of a geometrically decaying positive curve (e.g. the P-distance):
+    fitted from the start until it first falls below max(``floor_factor`` × its minimum, ``span`` × its start)
+    — the geometric phase before the floor. None when fewer than 3 points qualify."""
+    steps, values = np.asarray(steps, float), np.asarray(values, float)
+    ok = np.isfinite(values) & (values > 0)
+    steps, values = steps[ok], values[ok]
+    if len(values) < 3:
+        return None
+    stop = max(floor_factor * values.min(), span * values[0])
+    below = np.nonzero(values < stop)[0]
+    end = below[0] if len(below) else len(values)
+    if end < 3:
+        return None
+    fit = stats.linregress(steps[:end], np.log(values[:end]))
+    half = stats.t.ppf(0.975, max(end - 2, 1)) * fit.stderr
+    return Rate(float(np.exp(fit.slope)), float(np.exp(fit.slope - half)), float(np.exp(fit.slope + half)),
+                int(steps[0]), int(steps[end - 1]))
+
+
+def steps_to(steps, values, threshold: float, stay: bool = True) -> int | None:
+    """First logged step from which the curve stays below ``threshold`` to the end of the run
+    (``stay=False``: first step below it at all); None if there is none."""
+    below = np.asarray(values) < threshold
+    if stay:
+        above = np.nonzero(~below)[0]
+        first = 0 if len(above) == 0 else above[-1] + 1
+        return int(np.asarray(steps)[first]) if first < len(below) else None
+    idx = np.nonzero(below)[0]
+    return int(np.asarray(steps)[idx[0]]) if len(idx) else None
+
+
+def sample_size_bound(n) -> np.ndarray:
+    """Theorem 2's statistical term n⁻² log⁶ n (up to constants)."""
+    n = np.asarray(n, float)
+    return np.log(n) ** 6 / n**2
+
+
+def assumptions(M, sigma) -> dict:
+    """The paper's assumptions (SPEC §1.8) evaluated: p ≥ d, MΣ^½ full column rank, ‖MΣ^½‖_op < 1/16.
+    Returns the values and a list of warnings (empty when all hold)."""
+    M, sigma = np.asarray(M, np.float64), np.asarray(sigma, np.float64)
+    p, d = M.shape
+    g = np.linalg.svd(M @ np.asarray(_sym_pow(jnp.asarray(sigma), 0.5)), compute_uv=False)
+    out = {"p": p, "d": d, "norm_M_sigma_half": float(g[0]), "sigma_d": float(g[-1]),
+           "kappa_sigma": float(np.linalg.cond(sigma)), "warnings": []}
+    if p < d:
+        out["warnings"].append(f"p = {p} < d = {d}: the paper assumes p ≥ d")
+    if g[-1] <= 1e-12 * g[0] or len(g) < d:
+        out["warnings"].append(f"MΣ^½ is rank deficient (σ_d = {g[-1]:.3g}): S is not the set of global minima")
+    if g[0] >= 1 / 16:
+        out["warnings"].append(f"‖MΣ^½‖_op = {g[0]:.4g} ≥ 1/16: outside Theorem 2's assumption")
+    return out

@@ -1,0 +1,90 @@
+"""Goel et al.: closed forms, Algorithm 1 and the recipes. `icldyn verify --paper goel --quick` must pass;
+the convergence, sample-size and conditioning numbers of docs/results/goel.md are asserted here."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from icldyn import verify
+from icldyn.experiments import get
+from icldyn.runs import execute
+from icldyn.theory import goel
+
+
+@pytest.fixture(scope="module")
+def claims(session_store):
+    return verify.verify("goel", quick=True, store=session_store)
+
+
+@pytest.fixture(scope="module")
+def convergence(session_store, claims):
+    """The goel-convergence quick run that verify wrote (read back from its summary)."""
+    import json
+
+    runs = sorted(session_store.glob("*-goel-convergence-*"))
+    return json.loads((runs[-1] / "summary.json").read_text())
+
+
+def test_verify_goel_passes(claims):
+    failed = [f"{c.claim}: theory {c.theory}, measured {c.measured}" for c in claims if not c.passed]
+    assert not failed, failed
+    names = " | ".join(c.claim for c in claims)
+    for needle in ("θ*(J)", "Monte-Carlo mean of L̂ (n = 1600", "finite differences", "Lemma 1",
+                   "population gradients", "sampled gradients (n = 200)"):
+        assert needle in names
+
+
+def test_convergence_recipe_numbers(convergence):
+    shown = {p["point"].split(" (lr")[0]: p for p in convergence["points"] if p.get("tuned_best", True)}
+    alg = shown["algorithm 1"]
+    # geometric: the exact excess loss falls below 1e-8 within 100 iterations and to ~machine zero by the end
+    assert alg["steps_to_target"] is not None and alg["steps_to_target"] <= 100
+    assert max(s["final_excess"] for s in alg["seeds"]) < 1e-20
+    assert all(s["rate"]["high"] < 0.99 for s in alg["seeds"])
+    # the preconditioner and the spectral initialisation each help (ablations), GD from a small init is slower
+    assert shown["no preconditioner"]["steps_to_target"] > alg["steps_to_target"]
+    assert shown["random init"]["steps_to_target"] > alg["steps_to_target"]
+    assert shown["GD"]["steps_to_target"] > 4 * alg["steps_to_target"]
+    # without the balancing regulariser L reaches L* but θ stays off the balanced manifold S
+    assert shown["no regulariser"]["final_excess"] < 1e-20 and shown["no regulariser"]["final_p_distance"] > 1e-3
+    # measured against the best-tuned Adam (constant and cosine schedules, 5 learning rates each): faster,
+    # but by 2.8×, not the 10× the issue hoped for (docs/results/goel.md)
+    assert convergence["speedup"] > 2.0 and not convergence["speedup_lower_bound"]
+    assert convergence["status"] == "finished"
+
+
+def test_sample_size_floor_falls_with_n(session_store):
+    cfg = get("goel-sample-size").config({"seeds": 1, "grid": {"data.n": [20, 40, 80, 160]}}, quick=True)
+    _, s = execute(cfg, session_store)
+    floors = [p["floor"] for p in s["points"]]
+    assert all(np.diff(floors) < 0), floors
+    assert all(p["floor"] < p["initial_excess"] for p in s["points"])
+    lo, hi = s["slope_ci"]
+    assert lo <= s["slope"] <= hi and s["slope"] < -1.0  # measured ≈ −1.75 (n = 20…320, 2 seeds)
+    assert any(f.endswith("floor_vs_n.png") for f in s["figures"])
+
+
+def test_spectral_init_and_assumptions():
+    task = verify._goel_law()
+    X = jax.random.normal(jax.random.PRNGKey(0), (300, 3), jnp.float64) @ task.sigma_sqrt
+    Y = X @ task.M.T + 0.1 * jax.random.normal(jax.random.PRNGKey(1), (300, 4), jnp.float64)
+    sigma_hat, M_hat = goel.sample_moments(X, Y)
+    A0, B0 = goel.spectral_init(X, Y)
+    assert np.allclose(A0 @ sigma_hat @ B0.T, M_hat, atol=1e-12)
+    assert float(goel.regulariser(A0, B0, sigma_hat)) < 1e-24
+    ok = goel.assumptions(task.M, task.sigma)
+    assert ok["warnings"] == [] and ok["norm_M_sigma_half"] == pytest.approx(0.05)
+    bad = goel.assumptions(np.ones((2, 3)), np.eye(3))
+    assert any("p = 2 < d = 3" in w for w in bad["warnings"]) and any("1/16" in w for w in bad["warnings"])
+
+
+def test_fit_rate_and_steps_to():
+    steps = np.arange(0, 200, 5)
+    dist = 0.9**steps + 1e-12  # geometric, then a floor
+    rate = goel.fit_rate(steps, dist)
+    assert rate.mu == pytest.approx(0.9, abs=1e-6) and rate.low <= rate.mu <= rate.high and rate.last < 150
+    curve = np.array([1.0, 1e-9, 1e-7, 1e-9, 1e-10])
+    assert goel.steps_to([0, 1, 2, 3, 4], curve, 1e-8) == 3
+    assert goel.steps_to([0, 1, 2, 3, 4], curve, 1e-8, stay=False) == 1
+    assert goel.steps_to([0, 1], [1.0, 1.0], 1e-8) is None
