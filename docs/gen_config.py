@@ -10,7 +10,8 @@ lines = ["# Configuration reference", "",
  "Example `my.toml`:", "", "```toml", 'experiment = "ahn-loss-vs-layers"', "seeds = 2", "", "[grid]",
  '"model.layers" = [1, 2]', "", "[train]", "steps = 3000", "```", ""]
 for name, section in {"": RunConfig, **_SECTIONS}.items():
-    lines += [f"## {'top level' if not name else '[' + name + ']'}", "", "| key | allowed | default | meaning |", "|---|---|---|---|"]
+    lines += [f"## {'top level' if not name else '[' + name + ']'}", "",
+              "| key | allowed | default | meaning |", "|---|---|---|---|"]
     for field, info in section.model_fields.items():
         if field in _SECTIONS:
             continue

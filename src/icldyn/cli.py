@@ -40,6 +40,15 @@ def bad_input() -> Iterator[None]:
         fail(str(err))
 
 
+def _finite_mean(values) -> float:
+    """Mean over the seeds still finite (a diverged seed or learning rate does not blank the bar)."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if v.size else float("nan")
+
+
 class RichReporter:
     """One progress bar per training, showing the latest losses; when stderr is not a terminal
     (a log file, a batch job), a plain line every 10% instead."""
@@ -53,7 +62,8 @@ class RichReporter:
         shown = [-1]
 
         def tick(step: int, metrics: dict) -> None:
-            info = "  ".join(f"{k} {float(metrics[k].mean()):.4g}" for k in ("train_loss", "test_loss") if k in metrics)
+            info = "  ".join(f"{k} {_finite_mean(metrics[k]):.4g}" for k in ("train_loss", "test_loss", "excess_loss")
+                             if k in metrics)
             self.progress.update(task, completed=step, info=info)
             if plain and (10 * step) // total > shown[0]:
                 shown[0] = (10 * step) // total
@@ -177,7 +187,7 @@ def query(sql: str = typer.Argument(..., help="SQL over the views `metrics` and 
 
 
 @app.command()
-def verify(paper: Optional[str] = typer.Option(None, "--paper", help="ahn (more papers to come)"),
+def verify(paper: Optional[str] = typer.Option(None, "--paper", help="ahn, goel or huang (default: all)"),
            quick: bool = typer.Option(False, "--quick"),
            out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="store for the runs verify trains"),
            as_json: bool = typer.Option(False, "--json")) -> None:

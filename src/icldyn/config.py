@@ -27,10 +27,11 @@ class DataConfig(_Section):
     """The data law: Gaussian in-context regression prompts (Ahn et al.; SPEC §3.1) or one fixed
     multi-output regression y = Mx + z whose prompts are n samples (Goel et al.; SPEC §1.1)."""
 
-    kind: Literal["prompts", "regression"] = Field(
+    kind: Literal["prompts", "regression", "features"] = Field(
         "prompts",
         description="prompts: a fresh task w ~ N(0, Ω_w) per prompt, n examples + a query (Ahn); regression: "
-        "one fixed M ∈ R^{p×d} per seed, y = Mx + z, a prompt is n samples, each a query (Goel)",
+        "one fixed M ∈ R^{p×d} per seed, y = Mx + z, a prompt is n samples, each a query (Goel); features: "
+        "n tokens and a query drawn from K orthonormal features v_k with probabilities p_k, w ~ N(0, I_d) (Huang)",
     )
     d: int = Field(5, ge=1, le=256, description="covariate dimension d")
     n: int = Field(20, ge=1, le=100_000, description="context examples per prompt n")
@@ -62,7 +63,16 @@ class DataConfig(_Section):
         "into moments, CPU); auto: kernel when the model runs the kernel forward",
     )
 
-    @field_validator("eigenvalues", "m_singular_values")
+    features: int = Field(4, ge=1, le=256, description="features: number of orthonormal features K (≤ d)")
+    feature_basis: Literal["standard", "random"] = Field(
+        "standard", description="features: v_k = e_k, or the first K columns of a seeded random orthogonal matrix")
+    p_dominant: float | None = Field(
+        None, gt=0.0, lt=1.0, description="features: imbalanced law p_1 = p_dominant, p_k = (1 − p_1)/(K − 1) "
+        "(Huang Thm 3.2); unset: balanced p_k = 1/K (Thm 3.1)")
+    feature_probs: list[float] | None = Field(
+        None, description="features: explicit p_1…p_K (positive, summing to 1); overrides p_dominant")
+
+    @field_validator("eigenvalues", "m_singular_values", "feature_probs")
     @classmethod
     def _positive(cls, v: list[float] | None) -> list[float] | None:
         if v is not None and (len(v) == 0 or min(v) <= 0):
@@ -78,6 +88,15 @@ class DataConfig(_Section):
                 raise ValueError(f"data.eigenvalues has {len(self.eigenvalues)} entries but data.d = {self.d}")
         if self.covariance == "official" and self.d != 5:
             raise ValueError(f"covariance = 'official' is defined for d = 5 only, got data.d = {self.d}")
+        if self.kind == "features" and self.features > self.d:
+            raise ValueError(f"data.features = {self.features} exceeds data.d = {self.d}: K orthonormal features "
+                             "need K ≤ d")
+        if self.feature_probs is not None:
+            if len(self.feature_probs) != self.features:
+                raise ValueError(f"data.feature_probs has {len(self.feature_probs)} entries but data.features = "
+                                 f"{self.features}")
+            if abs(sum(self.feature_probs) - 1.0) > 1e-9:
+                raise ValueError(f"data.feature_probs must sum to 1, got {sum(self.feature_probs):.6g}")
         if self.m_singular_values is not None and len(self.m_singular_values) != min(self.p, self.d):
             raise ValueError(f"data.m_singular_values has {len(self.m_singular_values)} entries but "
                              f"min(data.p, data.d) = {min(self.p, self.d)}")
@@ -88,9 +107,11 @@ class ModelConfig(_Section):
     """The model: L-layer linear self-attention (Ahn et al. eq. (3), parameterisations (8), (9)) or the
     softmax self-attention regressor ŷ_i = A Σ_j softmax_j(x_iᵀBx_j) x_j (Goel et al.; SPEC §1.2)."""
 
-    kind: Literal["linear_attention", "softmax_regressor"] = Field(
-        "linear_attention", description="linear_attention (data.kind = prompts) or softmax_regressor "
-        "(data.kind = regression)")
+    kind: Literal["linear_attention", "softmax_regressor", "softmax_icl"] = Field(
+        "linear_attention", description="linear_attention (data.kind = prompts), softmax_regressor "
+        "(data.kind = regression) or softmax_icl: one-layer softmax attention ŷ = ν Σ_i y_i softmax_i(x_iᵀQx_q), "
+        "query masked (Huang; data.kind = features)")
+    train_value: bool = Field(False, description="softmax_icl: train the value weight ν (Huang fix ν = 1)")
     init: Literal["random", "spectral"] = Field(
         "random", description="random: iid N(0, init_std²) entries; spectral (softmax_regressor): Algorithm 1's "
         "spectral initialisation from one sample of n (OLS M̂, Σ̂)")
@@ -132,8 +153,12 @@ class TrainConfig(_Section):
     threads: int = Field(1, ge=1, le=256, description="CPU threads of the fused kernel (changes summation order)")
     max_loss: float = Field(1e6, gt=0.0, description="a seed whose loss exceeds this (or is NaN) is marked diverged")
     oracle: Literal["sampled", "population"] = Field(
-        "sampled", description="softmax_regressor: gradients of the empirical loss on fresh prompts (sampled), or "
-        "the exact gradient of the closed-form population loss (population)")
+        "sampled", description="softmax_regressor / softmax_icl: gradients of the empirical loss on fresh prompts "
+        "(sampled), or the exact gradient of the population loss (population: Goel's closed form; Huang's "
+        "expectation over feature counts)")
+    count_samples: int = Field(
+        20_000, ge=100, description="softmax_icl, population: Monte-Carlo count vectors (common random numbers) "
+        "when exact enumeration of the multinomial counts would exceed 200 000 vectors")
     regularizer: float = Field(
         0.0, ge=0.0, description="softmax_regressor: weight of the balancing regulariser R̂ added to the loss "
         "(Algorithm 1: 1)")
@@ -157,17 +182,20 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _combination(self) -> RunConfig:
-        softmax = self.model.kind == "softmax_regressor"
-        if softmax != (self.data.kind == "regression"):
+        pairs = {("linear_attention", "prompts"), ("softmax_regressor", "regression"), ("softmax_icl", "features")}
+        if (self.model.kind, self.data.kind) not in pairs:
             raise ValueError(f"model.kind = {self.model.kind!r} does not take data.kind = {self.data.kind!r}; "
-                             "allowed pairs: linear_attention + prompts, softmax_regressor + regression")
-        if not softmax:
-            for key, value, default in (("model.init", self.model.init, "random"),
-                                        ("train.oracle", self.train.oracle, "sampled"),
-                                        ("train.regularizer", self.train.regularizer, 0.0),
-                                        ("train.precondition", self.train.precondition, False)):
-                if value != default:
-                    raise ValueError(f"{key} = {value!r} applies to model.kind = 'softmax_regressor' only")
+                             "allowed pairs: " + ", ".join(f"{m} + {d}" for m, d in sorted(pairs)))
+        only = {"model.init": ("softmax_regressor", self.model.init, "random"),
+                "train.regularizer": ("softmax_regressor", self.train.regularizer, 0.0),
+                "train.precondition": ("softmax_regressor", self.train.precondition, False),
+                "model.train_value": ("softmax_icl", self.model.train_value, False)}
+        for key, (kind, value, default) in only.items():
+            if value != default and self.model.kind != kind:
+                raise ValueError(f"{key} = {value!r} applies to model.kind = {kind!r} only")
+        if self.train.oracle != "sampled" and self.model.kind == "linear_attention":
+            raise ValueError("train.oracle = 'population' applies to model.kind = 'softmax_regressor' or "
+                             "'softmax_icl' only")
         return self
 
     @field_validator("grid")

@@ -161,7 +161,8 @@ def goel_figures(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], 
         ax.plot(ns, floors, "o-", color="C0", label=f"measured floor, slope {result['slope']:.2f} "
                 f"[{result['slope_ci'][0]:.2f}, {result['slope_ci'][1]:.2f}]")
         bound = sample_size_bound(ns)
-        ax.plot(ns, bound * floors[-1] / bound[-1], "k--", label=f"n⁻² log⁶ n (scaled), slope {result['bound_slope']:.2f}")
+        ax.plot(ns, bound * floors[-1] / bound[-1], "k--",
+                label=f"n⁻² log⁶ n (scaled), slope {result['bound_slope']:.2f}")
         ax.plot(ns, floors[0] * (ns / ns[0]) ** -2.0, "k:", lw=0.8, label="n⁻²")
         ax.set(xscale="log", yscale="log", xlabel="samples per prompt n", ylabel="floor L(θ) − L*",
                title=f"{cfg.experiment}: Algorithm 1, sampled gradients\n{sub}")
@@ -175,8 +176,68 @@ def goel_figures(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], 
             steps = [p["steps_to_target"] if p["steps_to_target"] is not None else np.nan for p in sel]
             ax.plot([p["kappa"] for p in sel], steps, "o-", color=f"C{i}", label=name)
         ax.axhline(cfg.train.steps, color="k", lw=0.6, ls="--", label="budget (not reached above)")
-        ax.set(xscale="log", yscale="log", xlabel="κ(Σ)", ylabel=f"iterations to L − L* < {result.get('target', 1e-8):g}",
+        ax.set(xscale="log", yscale="log", xlabel="κ(Σ)",
+               ylabel=f"iterations to L − L* < {result.get('target', 1e-8):g}",
                title=f"{cfg.experiment}\n{sub}")
         ax.legend(fontsize=8)
         names.append(_save(fig, rd, "iterations_vs_kappa"))
+    return names
+
+
+def huang_figures(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> list[str]:
+    """Huang et al.: A_k, B_{k,n}, E[Attn_k], L_k against t per point (exact solid, Monte-Carlo GD dashed;
+    the detected phases of an under-represented feature shaded); t_½ against K."""
+    names = []
+    by_grid: dict[str, list[dict]] = {}
+    for p in result["points"]:
+        by_grid.setdefault(",".join(f"{k}={v}" for k, v in p["grid"].items()), []).append(p)
+    if cfg.experiment != "huang-phase-scaling":
+        for tag, pts in by_grid.items():
+            fig, axes = plt.subplots(1, 4, figsize=(17, 3.9))
+            feats = list(pts[0]["seeds"][0]["features"])
+            for p in pts:
+                style = "-" if p["oracle"] == "population" else "--"
+                for j, k in enumerate(feats):
+                    color = f"C{j % 10}"
+                    for ax, metric in zip(axes, (f"A{k}", None, f"attn{k}", f"L{k}")):
+                        if metric is None:
+                            continue
+                        x, m, _, _ = series(rows, p["point"], metric)
+                        ax.plot(x, m, style, color=color, lw=1.2,
+                                label=f"k={k}" + ("" if style == "-" else " (MC)") if ax is axes[0] else None)
+                    bnames = sorted({m for m in rows["metric"] if m.startswith(f"B{k}_")})
+                    for b in bnames[:3]:
+                        x, m, _, _ = series(rows, p["point"], b)
+                        axes[1].plot(x, m, style, color=color, lw=0.9, alpha=0.8)
+            under = [(k, f) for k, f in pts[0]["seeds"][0]["features"].items() if f["role"] == "under-represented"]
+            if under:
+                ph = under[0][1]["phases"]
+                bounds = [0, ph["phase_I_end"], ph["phase_II_end"], ph["phase_III_end"], cfg.train.steps]
+                for ax in axes:
+                    for i in range(4):
+                        if bounds[i] is not None and bounds[i + 1] is not None:
+                            ax.axvspan(bounds[i], bounds[i + 1], color=f"C{i}", alpha=0.07, lw=0)
+                axes[2].text(0.02, 0.02, f"phases of k={under[0][0]}: I | II | III | IV", transform=axes[2].transAxes,
+                             fontsize=7)
+            for ax, title in zip(axes, ("A_k = v_kᵀQv_k", "B_{k,n} = v_nᵀQv_k", "E[Attn_k]", "L_k")):
+                ax.set(xlabel="t", title=title)
+            axes[3].set_yscale("log")
+            if len(feats) > 8:
+                axes[0].set_title("A_k (tracked k)")
+            axes[0].legend(fontsize=7, ncol=2)
+            p0 = pts[0]
+            fig.suptitle(f"{cfg.experiment} {tag}: K={p0['K']}, N={p0['N']}, p={np.round(p0['p'][:3], 3).tolist()}…, "
+                         f"η={cfg.train.lr:g}, GD from Q=0 (solid: exact engine, dashed: Monte-Carlo GD)", fontsize=9)
+            names.append(_save(fig, rd, "curves" + (f"_{tag}".replace("=", "").replace(".", "_") if tag else "")))
+    if "t_half" in result:
+        ks = np.array([k for k, t in result["t_half"].items() if t is not None], float)
+        t = np.array([t for t in result["t_half"].values() if t is not None], float)
+        fig, ax = plt.subplots(figsize=(6.4, 4.3))
+        ax.plot(ks, t, "o-", label=f"measured t_½, exponent {result.get('exponent', float('nan')):.2f}")
+        ax.plot(ks, t[0] * (ks / ks[0]) ** 2, "k:", label="∝ K²")
+        ax.plot(ks, t[0] * ks**2 * np.log(ks) / (ks[0] ** 2 * np.log(ks[0])), "k--", label="∝ K² log K (bound)")
+        ax.set(xscale="log", yscale="log", xlabel="K (N = K³)", ylabel="t_½: E[Attn_k] ≥ ½",
+               title=f"{cfg.experiment}: phase-I length, η={cfg.train.lr:g}")
+        ax.legend(fontsize=8)
+        names.append(_save(fig, rd, "phase_scaling"))
     return names

@@ -36,10 +36,6 @@ def execute(cfg: RunConfig, store: str | Path, reporter: Reporter | None = None)
     return rd, summary
 
 
-def fmt(x: Any) -> str:
-    return "—" if x is None else f"{x:.4g}" if isinstance(x, float) else str(x)
-
-
 def markdown_table(table: dict[str, Any]) -> list[str]:
     return ["| " + " | ".join(table["columns"]) + " |", "|" + "---|" * len(table["columns"])] + [
         "| " + " | ".join(str(c) for c in row) + " |" for row in table["rows"]]

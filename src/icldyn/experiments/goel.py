@@ -135,7 +135,8 @@ CONVERGENCE_METHODS = (
     Method("algorithm 1, sampled", {"train.oracle": "sampled"}),
 )
 ALGORITHM1 = (Method("algorithm 1", {}),)
-CONDITIONING_METHODS = (Method("algorithm 1", {}, ETAS), Method("no preconditioner", {"train.precondition": False}, ETAS))
+CONDITIONING_METHODS = (Method("algorithm 1", {}, ETAS),
+                        Method("no preconditioner", {"train.precondition": False}, ETAS))
 
 
 def _slot_history(hist: History, idx: list[int]) -> History:
@@ -160,7 +161,8 @@ def summarise(label: str, method: Method, pcfg: RunConfig, lr: float, seeds: lis
         out_seeds.append({"seed": seed, "status": "diverged" if i in hist.diverged_at else "finished",
                           "diverged_at": hist.diverged_at.get(i), "initial_excess": float(excess[0]),
                           "final_excess": float(excess[-1]), "floor": float(np.mean(tail)),
-                          "final_p_distance": float(dist[-1]), "steps_to_target": theory.steps_to(steps, excess, TARGET),
+                          "final_p_distance": float(dist[-1]),
+                          "steps_to_target": theory.steps_to(steps, excess, TARGET),
                           "first_below_target": theory.steps_to(steps, excess, TARGET, stay=False),
                           "rate": rate._asdict() if rate else None})
     reached = [s["steps_to_target"] for s in out_seeds]
@@ -203,7 +205,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
             checks = setup.assumptions
             tuned = []
             for lr in method.lrs or (pcfg.train.lr,):
-                idx = [i for i, (_, l) in enumerate(setup.slots) if l == lr]
+                idx = [i for i, slot in enumerate(setup.slots) if slot[1] == lr]
                 seeds = [setup.slots[i][0] for i in idx]
                 label = name + (f" (lr={lr:g})" if method.lrs else "")
                 history_rows(rd.run_id, label, seeds, _slot_history(hist, idx), rows)
@@ -297,7 +299,7 @@ def table(points: list[dict]) -> dict[str, Any]:
 
 
 def headline(result: dict[str, Any]) -> list[str]:
-    lines = []
+    lines = [f"Assumption warning: {w}" for w in result["warnings"]]
     if "speedup" in result:
         bound = "≥ " if result["speedup_lower_bound"] else ""
         lines += [f"Algorithm 1 reaches excess loss {TARGET:g} (and stays below) in {result['algorithm1_steps']} "
@@ -314,13 +316,11 @@ def headline(result: dict[str, Any]) -> list[str]:
 def report_lines(result: dict[str, Any]) -> list[str]:
     lines = []
     tuned = [p for p in result["points"] if "tuned_best" in p]
-    if tuned:
+    if tuned and len(tuned) <= 30:
         lines += ["Learning-rate tuning (one program): " + ", ".join(
             f"{p['method']} lr {p['lr']:g} → "
             + ("diverged" if any(x["status"] == "diverged" for x in p["seeds"])
                else f"{_fmt(p['steps_to_target'])} it., final {_fmt(p['final_excess'])}") for p in tuned), ""]
-    for w in result["warnings"]:
-        lines.append(f"**Assumption warning:** {w}")
     a = result["assumptions"][0]
     lines += ["", f"‖MΣ^½‖_op = {a['norm_M_sigma_half']:.4g}, σ_d(MΣ^½) = {a['sigma_d']:.4g}, κ(Σ) = "
               f"{a['kappa_sigma']:.3g} (seed 0). Excess loss L(θ) − L* and the P-distance to the manifold S are "

@@ -89,7 +89,6 @@ def project(A, B, M, sigma, iters: int = 300) -> Projection:
     N = Σ^{-½}θᵀPC. It starts at the polar factor of N (exact when Σ ∝ I) and takes ``iters``
     Riemannian gradient steps with a polar retraction (a weighted Procrustes problem has no closed form).
     """
-    d = sigma.shape[0]
     s_half, s_mhalf = _sym_pow(sigma, 0.5), _sym_pow(sigma, -0.5)
     s_inv = s_mhalf @ s_mhalf
     U, g, Vt = jnp.linalg.svd(M @ s_half, full_matrices=False)

@@ -108,8 +108,8 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     """Train every seed (leading axis of ``tasks``, ``tests``, ``keys``) in one compiled program.
 
     Metrics are logged at step 0 and every ``log_every`` steps. A seed whose loss metric (any metric
-    named ``*loss``) is non-finite or above ``max_loss``, or whose gradient norm is non-finite, is marked diverged at that
-    step; its later rows are dropped and its parameters are kept from its last finite chunk.
+    named ``*loss``) is non-finite or above ``max_loss``, or whose gradient norm is non-finite, is marked
+    diverged at that step; its later rows are dropped and its parameters are kept from its last finite chunk.
     Returns (final params, history).
     """
     state = init_states(problem, opt, tasks, keys)

@@ -1,0 +1,127 @@
+"""Huang, Cheng, Liang: the exact population engine of the one-layer softmax transformer on feature
+tokens, and its phases (SPEC §2.3-2.6).
+
+With orthonormal features and E[wwᵀ] = I the loss depends on Q only through the K×K matrix
+``scores[k, n] = v_nᵀ Q v_k`` (k: query feature, n: key feature) and on a prompt only through its
+feature counts c ~ Multinomial(N, p) (SPEC §2.3):
+
+    Attn_n = c_n e^{s_{k,n}} / Σ_m c_m e^{s_{k,m}},   L_k = ½ E_c[(ν Attn_k − 1)² + Σ_{n≠k} (ν Attn_n)²],
+    L = Σ_k p_k L_k.
+
+The expectation over counts is exact (enumeration of every count vector with its multinomial weight)
+when there are at most ``ENUM_LIMIT`` vectors, else a fixed Monte-Carlo set of count vectors (common
+random numbers). GD on Q from 0 stays in span{v_n v_kᵀ} and is GD on ``scores`` with the same step.
+"""
+
+from __future__ import annotations
+
+import itertools
+from math import comb
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.special import gammaln
+
+ENUM_LIMIT = 200_000
+
+
+class CountSet(NamedTuple):
+    counts: np.ndarray  # (M, K) feature counts of N context tokens
+    weights: np.ndarray  # (M,) probabilities (exact) or 1/M (Monte Carlo); sum to 1
+
+
+def count_set(p, n_tokens: int, *, samples: int = 20_000, seed: int = 0, limit: int = ENUM_LIMIT) -> tuple[CountSet,
+                                                                                                           bool]:
+    """Every count vector of Multinomial(N, p) with its probability when C(N+K−1, K−1) ≤ ``limit``
+    (returns exact = True), else ``samples`` seeded draws with equal weights (exact = False)."""
+    p = np.asarray(p, np.float64)
+    K = len(p)
+    if comb(n_tokens + K - 1, K - 1) <= limit:
+        bars = np.array(list(itertools.combinations(range(n_tokens + K - 1), K - 1)), dtype=np.int64)
+        bars = bars.reshape(-1, K - 1)
+        edges = np.concatenate([np.full((len(bars), 1), -1), bars, np.full((len(bars), 1), n_tokens + K - 1)], 1)
+        counts = np.diff(edges, axis=1) - 1  # stars between bars
+        with np.errstate(divide="ignore"):
+            logw = gammaln(n_tokens + 1) - gammaln(counts + 1).sum(1) + (counts * np.log(p)).sum(1)
+        return CountSet(counts.astype(np.float64), np.exp(logw)), True
+    counts = np.random.default_rng([seed, 3]).multinomial(n_tokens, p, size=samples)
+    return CountSet(counts.astype(np.float64), np.full(samples, 1.0 / samples)), False
+
+
+def attention(scores, counts) -> jax.Array:
+    """Attn[m, k, n] = c_n e^{s_{k,n}} / Σ_j c_j e^{s_{k,j}}: the attention mass a query v_k puts on the tokens
+    equal to v_n, for count vector m (absent features get 0). The exponentials are taken once per score,
+    not once per count vector."""
+    E = jnp.exp(scores - jax.lax.stop_gradient(jnp.max(scores, axis=-1, keepdims=True)))
+    num = counts[:, None, :] * E[None]
+    return num / jnp.sum(num, axis=-1, keepdims=True)
+
+
+def per_query_loss(scores, counts, weights, nu=1.0, gram=None) -> jax.Array:
+    """L_k (K,) = ½ E_c[eᵀ G e], e_n = ν Attn_n − δ_{nk}, G = VᵀE[wwᵀ]V (identity for the training law;
+    another G gives the loss under an unseen task law)."""
+    K = scores.shape[0]
+    err = nu * attention(scores, counts) - jnp.eye(K, dtype=scores.dtype)[None]
+    quad = jnp.sum(err * err, -1) if gram is None else jnp.einsum("mkn,nl,mkl->mk", err, gram, err)
+    return 0.5 * weights @ quad
+
+
+def expected_attention(scores, counts, weights) -> jax.Array:
+    """E_c[Attn_k] (K,): the target attention of each query feature."""
+    return weights @ jnp.diagonal(attention(scores, counts), axis1=1, axis2=2)
+
+
+def population_loss(scores, p, n_tokens: int, nu=1.0, counts: CountSet | None = None) -> jax.Array:
+    """L(Q) = Σ_k p_k L_k with ``scores[k, n] = v_nᵀ Q v_k`` (K×K), feature probabilities p and N context
+    tokens; exact by enumeration of the counts when feasible, else Monte Carlo over counts (SPEC §2.3)."""
+    cs = counts if counts is not None else count_set(p, n_tokens)[0]
+    return jnp.asarray(p) @ per_query_loss(scores, jnp.asarray(cs.counts), jnp.asarray(cs.weights), nu)
+
+
+def scores_of(Q, V) -> jax.Array:
+    """scores[k, n] = v_nᵀ Q v_k = (VᵀQV)ᵀ[k, n]."""
+    return (V.T @ Q @ V).T
+
+
+def unavoidable_loss(p, n_tokens: int) -> float:
+    """L_low = ½ Σ_k p_k (1 − p_k)^N: the loss of prompts whose query feature is absent (SPEC §2.3)."""
+    p = np.asarray(p, np.float64)
+    return float(0.5 * np.sum(p * (1 - p) ** n_tokens))
+
+
+def first_step(steps, mask) -> int | None:
+    idx = np.nonzero(np.asarray(mask))[0]
+    return int(np.asarray(steps)[idx[0]]) if len(idx) else None
+
+
+def balanced_phases(steps, attn, level: float = 0.5) -> dict:
+    """Thm 3.1: phase I (target-feature growth) ends when E[Attn_k] reaches ``level``; phase II
+    (convergence) follows. Returns the boundary (None if not reached)."""
+    return {"phase_I_end": first_step(steps, np.asarray(attn) >= level)}
+
+
+def underrepresented_phases(steps, A, B_dom, attn, level: float = 0.5) -> dict:
+    """Thm 3.2's four phases of an under-represented feature k, from its logged curves:
+
+    With r(t) = (−dB_{k,1}/dt) / (dA_k/dt), the rate of dominant suppression over target growth, and
+    r₀ = r(0) (> 1 when suppression leads; SPEC §2.5: ≈ (K−1)/5 for p₁ = ½):
+
+    I   dominant suppression: ends when r has fallen to √r₀ (half-way from r₀ to 1 on a log scale);
+    II  switch of leading influence: ends when r ≤ 1 (A_k's growth overtakes B_{k,1}'s decline);
+    III target growth: ends when E[Attn_k] reaches ``level`` (1 − Attn_k = Ω(1) before);
+    IV  convergence.
+
+    Returns the three boundaries (None where not reached), r₀ and whether the phases came in order."""
+    steps = np.asarray(steps, float)
+    rise = np.gradient(np.asarray(A, float), steps)
+    fall = -np.gradient(np.asarray(B_dom, float), steps)
+    ratio = fall / np.maximum(rise, 1e-300)
+    r0 = float(ratio[0])
+    after = lambda t: steps >= (t if t is not None else np.inf)  # noqa: E731
+    t1 = first_step(steps, ratio <= np.sqrt(max(r0, 1.0))) if r0 > 1 else None
+    t2 = first_step(steps, after(t1) & (ratio <= 1.0))
+    t3 = first_step(steps, after(t2) & (np.asarray(attn) >= level))
+    return {"phase_I_end": t1, "phase_II_end": t2, "phase_III_end": t3, "initial_ratio": r0,
+            "ordered": None not in (t1, t2, t3) and 0 < t1 < t2 < t3}
