@@ -214,13 +214,15 @@ def huang_figures(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list],
                 ph = under[0][1]["phases"]
                 bounds = [0, ph["phase_I_end"], ph["phase_II_end"], ph["phase_III_end"], cfg.train.steps]
                 for ax in axes:
-                    for i in range(4):
+                    for i, name in enumerate(("I", "II", "III", "IV")):
                         if bounds[i] is not None and bounds[i + 1] is not None:
-                            ax.axvspan(bounds[i], bounds[i + 1], color=f"C{i}", alpha=0.07, lw=0)
-                axes[2].text(0.02, 0.02, f"phases of k={under[0][0]}: I | II | III | IV", transform=axes[2].transAxes,
-                             fontsize=7)
+                            ax.axvspan(max(bounds[i], 1), bounds[i + 1], color=f"C{i}", alpha=0.12, lw=0)
+                            if ax is axes[2]:
+                                ax.text(np.sqrt(max(bounds[i], 1) * bounds[i + 1]), 0.5, name, ha="center", fontsize=8)
+                axes[2].text(0.02, 0.02, f"phases of k={under[0][0]} shaded", transform=axes[2].transAxes, fontsize=7)
             for ax, title in zip(axes, ("A_k = v_kᵀQv_k", "B_{k,n} = v_nᵀQv_k", "E[Attn_k]", "L_k")):
-                ax.set(xlabel="t", title=title)
+                ax.set(xlabel="t (log scale past 10)", title=title)
+                ax.set_xscale("symlog", linthresh=10)
             axes[3].set_yscale("log")
             if len(feats) > 8:
                 axes[0].set_title("A_k (tracked k)")

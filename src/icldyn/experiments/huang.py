@@ -326,8 +326,10 @@ def headline(result: dict) -> list[str]:
             lines.append(f"{p['point']}: dominant feature L_1 < {CONVERGED:g} at t = {_fmt(dom)}; under-represented "
                          f"at t = {', '.join(_fmt(v) for v in under.values())}.")
     if "ood" in result:
-        lines.append("Unseen task laws: " + "; ".join(
-            f"{o['law']} {o['measured']:.4f} ± {o['se']:.1e} (predicted {o['predicted']:.4f})" for o in result["ood"]))
+        ok = all(o["within_3se"] for o in result["ood"])
+        lines.append("Unseen task laws, measured ± s.e. (exact prediction with the law's E[wwᵀ]): " + "; ".join(
+            f"{o['law']} {o['measured']:.5f} ± {o['se']:.1e} ({o['predicted']:.5f})" for o in result["ood"])
+            + f" — all within 3 s.e.: {ok}.")
     return lines
 
 

@@ -59,18 +59,28 @@ def attention(scores, counts) -> jax.Array:
     return num / jnp.sum(num, axis=-1, keepdims=True)
 
 
+def _row_sums(scores, counts):
+    """E = exp(s − row max), S[m, k] = Σ_j c_mj E_kj and T[m, k] = Σ_j c_mj² E_kj²: two (M, K)×(K, K)
+    products, so that Attn_kk = c_k E_kk / S_k and Σ_n Attn_kn² = T_k / S_k² need no (M, K, K) array."""
+    E = jnp.exp(scores - jax.lax.stop_gradient(jnp.max(scores, axis=-1, keepdims=True)))
+    return E, counts @ E.T, (counts * counts) @ (E * E).T
+
+
 def per_query_loss(scores, counts, weights, nu=1.0, gram=None) -> jax.Array:
     """L_k (K,) = ½ E_c[eᵀ G e], e_n = ν Attn_n − δ_{nk}, G = VᵀE[wwᵀ]V (identity for the training law;
-    another G gives the loss under an unseen task law)."""
-    K = scores.shape[0]
-    err = nu * attention(scores, counts) - jnp.eye(K, dtype=scores.dtype)[None]
-    quad = jnp.sum(err * err, -1) if gram is None else jnp.einsum("mkn,nl,mkl->mk", err, gram, err)
-    return 0.5 * weights @ quad
+    another G gives the loss under an unseen task law). With G = I, ‖e‖² = ν²Σ_n Attn_n² − 2ν Attn_k + 1."""
+    if gram is None:
+        E, S, T = _row_sums(scores, counts)
+        own = counts * jnp.diagonal(E)[None] / S
+        return 0.5 * weights @ (nu * nu * T / (S * S) - 2.0 * nu * own + 1.0)
+    err = nu * attention(scores, counts) - jnp.eye(scores.shape[0], dtype=scores.dtype)[None]
+    return 0.5 * weights @ jnp.einsum("mkn,nl,mkl->mk", err, gram, err)
 
 
 def expected_attention(scores, counts, weights) -> jax.Array:
     """E_c[Attn_k] (K,): the target attention of each query feature."""
-    return weights @ jnp.diagonal(attention(scores, counts), axis1=1, axis2=2)
+    E, S, _ = _row_sums(scores, counts)
+    return weights @ (counts * jnp.diagonal(E)[None] / S)
 
 
 def population_loss(scores, p, n_tokens: int, nu=1.0, counts: CountSet | None = None) -> jax.Array:
