@@ -56,7 +56,8 @@ def main() -> None:
                       "ratios": {name: ms[name] / ms["exact engine"] for name in ms if name != "exact engine"}})
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "huang.json").write_text(json.dumps(cases, indent=2))
-    print("| K | N | counts | exact engine ms/step | MC GD ms/step (4 × 1024) | ratio | MC GD ms/step (4 × 4096) | ratio |")
+    print("| K | N | counts | exact engine ms/step | MC GD ms/step (4 × 1024) | ratio "
+          "| MC GD ms/step (4 × 4096) | ratio |")
     print("|---|---|---|---|---|---|---|---|")
     for c in cases:
         m, r = c["ms_per_step"], c["ratios"]

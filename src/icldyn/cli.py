@@ -96,19 +96,29 @@ def run(
     quick: bool = typer.Option(False, "--quick", help="the recipe's small size (under a minute on CPU)"),
     out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="run store directory"),
     as_json: bool = typer.Option(False, "--json", help="print summary.json to stdout"),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="continue an interrupted RUN_DIR from its "
+                                          "checkpoints (its own config; no other arguments)"),
 ) -> None:
     """Run an experiment; writes one run directory."""
     from icldyn import experiments
+    from icldyn.config import build
     from icldyn.runs import execute
+    from icldyn.store import RunDir
 
     with bad_input():
-        raw = load_toml(target) if target.endswith(".toml") else {"experiment": target}
-        raw = apply_sets(raw, set_)
-        exp = experiments.get(raw.get("experiment", "quickstart"))
-        cfg = exp.config(raw, quick=quick)
+        if resume is not None:
+            rd_resume = RunDir.open(resume)
+            cfg = build(load_toml(str(resume / "config.toml")))
+            experiments.get(cfg.experiment)
+        else:
+            rd_resume = None
+            raw = load_toml(target) if target.endswith(".toml") else {"experiment": target}
+            raw = apply_sets(raw, set_)
+            exp = experiments.get(raw.get("experiment", "quickstart"))
+            cfg = exp.config(raw, quick=quick)
     _setup()
     with bad_input(), progress_bars(not as_json) as reporter:
-        rd, summary = execute(cfg, out, reporter)
+        rd, summary = execute(cfg, out, reporter, resume=rd_resume)
     if as_json:
         sys.stdout.write((rd.path / "summary.json").read_text())
         return

@@ -152,6 +152,9 @@ class TrainConfig(_Section):
     dtype: Literal["float32", "float64"] = Field("float32", description="floating-point precision")
     threads: int = Field(1, ge=1, le=256, description="CPU threads of the fused kernel (changes summation order)")
     max_loss: float = Field(1e6, gt=0.0, description="a seed whose loss exceeds this (or is NaN) is marked diverged")
+    checkpoint_every: float = Field(
+        30.0, ge=0.0, description="seconds between checkpoints (params, optimiser state, batch, PRNG key, step) that "
+        "`icldyn run --resume` continues from; 0: after every chunk. Metrics are flushed after every chunk")
     oracle: Literal["sampled", "population"] = Field(
         "sampled", description="softmax_regressor / softmax_icl: gradients of the empirical loss on fresh prompts "
         "(sampled), or the exact gradient of the population loss (population: Goel's closed form; Huang's "

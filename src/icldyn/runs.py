@@ -24,15 +24,22 @@ def versions() -> dict[str, str]:
     return out
 
 
-def execute(cfg: RunConfig, store: str | Path, reporter: Reporter | None = None) -> tuple[RunDir, dict[str, Any]]:
+def execute(cfg: RunConfig, store: str | Path, reporter: Reporter | None = None,
+            resume: RunDir | None = None) -> tuple[RunDir, dict[str, Any]]:
+    """Run ``cfg`` into a new run directory, or continue the interrupted ``resume`` (its points restart from
+    their checkpoints; finished points are restored, not retrained)."""
     exp = get(cfg.experiment)
-    rd = RunDir.create(store, cfg.experiment)
-    rd.write_config(cfg)
+    if resume is None:
+        rd = RunDir.create(store, cfg.experiment)
+        rd.write_config(cfg)
+    else:
+        rd = resume
     result = exp.runner(cfg, rd, reporter or SilentReporter())
     summary = {"run_id": rd.run_id, "experiment": cfg.experiment, "paper": exp.paper,
                "description": exp.description, "versions": versions(), **result}
-    rd.write_summary(summary)
     rd.write_report(report(cfg, summary))
+    rd.write_summary(summary)  # last: a run directory with summary.json is finished
+    rd.finish()
     return rd, summary
 
 

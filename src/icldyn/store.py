@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import hashlib
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -68,13 +70,24 @@ def config_toml(cfg: RunConfig) -> str:
     return tomli_w.dumps(cfg.model_dump(exclude_none=True))
 
 
+def _tag(label: str) -> str:
+    """A file-name-safe tag of a grid point's label."""
+    return hashlib.sha1(label.encode()).hexdigest()[:12]
+
+
 class RunDir:
-    """A run directory being written."""
+    """A run directory being written.
+
+    Besides the final files it holds, while a run is in progress, ``metrics.parts/`` (one small Parquet
+    file per logged chunk of the point being trained, folded into ``metrics.parquet`` when the point
+    ends) and ``checkpoint/`` (one ``.npz`` per point: what ``--resume`` continues from; removed when the
+    run finishes)."""
 
     def __init__(self, path: Path):
         self.path = path
         self.run_id = path.name
-        (path / "figures").mkdir(exist_ok=True)
+        for sub in ("figures", "metrics.parts", "checkpoint"):
+            (path / sub).mkdir(exist_ok=True)
 
     @classmethod
     def create(cls, store: str | Path, name: str) -> RunDir:
@@ -87,6 +100,43 @@ class RunDir:
         path = root / run_id
         path.mkdir()  # exclusive: fails rather than reuse
         return cls(path)
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunDir:
+        """An interrupted run directory, to resume; refuses symlinks and finished runs."""
+        path = Path(path)
+        if path.is_symlink() or not path.is_dir():
+            raise StoreError(f"--resume {str(path)!r}: not a run directory (a real directory, not a symlink)")
+        if not (path / "config.toml").is_file():
+            raise StoreError(f"--resume {str(path)!r}: no config.toml, so not a run directory")
+        if (path / "summary.json").exists():
+            raise StoreError(f"--resume {str(path)!r}: the run already finished (summary.json exists)")
+        return cls(path)
+
+    def write_metrics_part(self, label: str, step: int, rows: dict[str, list]) -> None:
+        table = pa.table(rows, schema=METRICS_SCHEMA)
+        _atomic(self.path / "metrics.parts" / f"{_tag(label)}-{step:010d}.parquet", lambda f: pq.write_table(table, f))
+
+    def clear_parts(self, label: str) -> None:
+        for part in (self.path / "metrics.parts").glob(f"{_tag(label)}-*.parquet"):
+            part.unlink(missing_ok=True)
+
+    def save_checkpoint(self, label: str, arrays: dict[str, np.ndarray]) -> None:
+        _atomic(self.path / "checkpoint" / f"{_tag(label)}.npz", lambda f: np.savez(f, **arrays))
+
+    def load_checkpoint(self, label: str) -> dict[str, np.ndarray] | None:
+        path = self.path / "checkpoint" / f"{_tag(label)}.npz"
+        if not path.is_file():
+            return None
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    def finish(self) -> None:
+        """Remove what only an unfinished run needs."""
+        for sub in ("metrics.parts", "checkpoint"):
+            for f in (self.path / sub).glob("*"):
+                f.unlink(missing_ok=True)
+            (self.path / sub).rmdir()
 
     def write_config(self, cfg: RunConfig) -> None:
         write_text(self.path / "config.toml", config_toml(cfg))
@@ -111,7 +161,7 @@ class RunDir:
 def resolve_run(store: str | Path, run: str) -> Path:
     """A run given by directory path, id, or unique id prefix/suffix."""
     path = Path(run)
-    if (path / "summary.json").exists():
+    if (path / "summary.json").exists() and not path.is_symlink():
         return path
     root = Path(store)
     matches = [p for p in root.glob("*") if p.is_dir() and run in p.name] if root.is_dir() else []
@@ -123,18 +173,36 @@ def resolve_run(store: str | Path, run: str) -> Path:
 
 
 def list_runs(store: str | Path) -> list[dict[str, Any]]:
+    """Every run directory; one without summary.json is ``incomplete`` (running, or interrupted: --resume)."""
     out = []
-    for p in sorted(Path(store).glob("*/summary.json")):
-        s = json.loads(p.read_text())
-        out.append({"run_id": p.parent.name, "experiment": s.get("experiment", "?"),
-                    "status": s.get("status", "?"), "wall_s": s.get("wall_s"), "path": str(p.parent)})
+    for d in sorted(p for p in Path(store).glob("*") if p.is_dir() and (p / "config.toml").is_file()):
+        if (d / "summary.json").is_file():
+            s = json.loads((d / "summary.json").read_text())
+            out.append({"run_id": d.name, "experiment": s.get("experiment", "?"),
+                        "status": s.get("status", "?"), "wall_s": s.get("wall_s"), "path": str(d)})
+        else:
+            out.append({"run_id": d.name, "experiment": d.name.split("-", 2)[-1].rsplit("-", 1)[0],
+                        "status": "incomplete", "wall_s": None, "path": str(d)})
     return out
 
 
 def query(store: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run SQL over the view ``metrics`` (every run's metrics.parquet) and ``runs`` (summaries)."""
-    root = Path(store)
-    files = sorted(str(p) for p in root.glob("*/metrics.parquet"))
+    """Run SQL over the view ``metrics`` (every run's metrics.parquet, plus the chunks an unfinished run
+    has flushed) and ``runs`` (summaries). A run in progress may fold its chunk files away while they are
+    listed; the query is then retried on a fresh listing."""
+    for attempt in range(5):
+        try:
+            return _query(Path(store), sql)
+        except duckdb.IOException:
+            if attempt == 4:
+                raise StoreError("query failed: the store kept changing while it was read; try again") from None
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
+
+
+def _query(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
+    files = sorted(str(p) for p in root.glob("*/metrics.parquet")) + sorted(
+        str(p) for p in root.glob("*/metrics.parts/*.parquet"))
     con = duckdb.connect()
     if files:
         listing = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
@@ -149,6 +217,8 @@ def query(store: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
         con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?)", [tuple(r.values()) for r in runs])
     try:
         cur = con.execute(sql)
+    except duckdb.IOException:
+        raise
     except duckdb.Error as err:
         raise StoreError(f"query failed: {str(err).splitlines()[0]}") from None
     cols = [c[0] for c in cur.description] if cur.description else []

@@ -8,10 +8,16 @@ trains, compares with theory and draws figures into a run directory.
 from __future__ import annotations
 
 import itertools
+import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+import numpy as np
+
 from icldyn.config import ConfigError, RunConfig, build, merge
+from icldyn.store import RunDir
+from icldyn.train.loop import History, train
 
 
 class Reporter(Protocol):
@@ -55,6 +61,72 @@ def get(name: str) -> Experiment:
     if name not in REGISTRY:
         raise ConfigError(f"unknown experiment {name!r}; allowed: {', '.join(REGISTRY)}")
     return REGISTRY[name]
+
+
+def history_rows(run_id: str, point: str, seeds: list[int], hist: History, rows: dict[str, list]) -> None:
+    """Append the long-format rows of one training; a diverged seed's rows stop at its divergence."""
+    for step, metrics in zip(hist.steps, hist.metrics):
+        for name, values in metrics.items():
+            for i, seed in enumerate(seeds):
+                if step > hist.diverged_at.get(i, step):
+                    continue
+                rows["run_id"].append(run_id)
+                rows["point"].append(point)
+                rows["seed"].append(seed)
+                rows["step"].append(step)
+                rows["metric"].append(name)
+                rows["value"].append(float(values[i]))
+
+
+def _pack(snap: dict[str, Any]) -> dict[str, np.ndarray]:
+    hist: History = snap["history"]
+    names = list(dict.fromkeys(n for m in hist.metrics for n in m))  # step 0 logs fewer metrics
+    out = {f"state_{i}": np.asarray(x) for i, x in enumerate(snap["state"])}
+    out.update({f"good_{i}": np.asarray(x) for i, x in enumerate(snap["good"])})
+    seeds = len(next(iter(hist.metrics[0].values())))
+    out.update({"done": np.asarray(snap["done"]), "hist_steps": np.asarray(hist.steps, np.int64),
+                "hist_names": np.asarray(names, dtype=str),
+                "hist_diverged": np.asarray([hist.diverged_at.get(s, -1) for s in range(seeds)], np.int64)})
+    for j, n in enumerate(names):
+        like = next(m[n] for m in hist.metrics if n in m)
+        out[f"hist_m{j}"] = np.stack([m[n] if n in m else np.zeros_like(like) for m in hist.metrics])
+        out[f"hist_has{j}"] = np.array([n in m for m in hist.metrics])
+    return out
+
+
+def _unpack(z: dict[str, np.ndarray]) -> dict[str, Any]:
+    count = lambda prefix: sum(1 for k in z if k.startswith(prefix))  # noqa: E731
+    names = [str(n) for n in z["hist_names"]]
+    metrics = [{n: z[f"hist_m{j}"][t] for j, n in enumerate(names) if z[f"hist_has{j}"][t]}
+               for t in range(len(z["hist_steps"]))]
+    hist = History([int(s) for s in z["hist_steps"]], metrics,
+                   {i: int(s) for i, s in enumerate(z["hist_diverged"]) if s >= 0})
+    return {"state": [z[f"state_{i}"] for i in range(count("state_"))],
+            "good": [z[f"good_{i}"] for i in range(count("good_"))], "history": hist, "done": int(z["done"])}
+
+
+def train_point(rd: RunDir, label: str, seeds: list[int], cfg: RunConfig, problem, opt, tasks, tests, keys,
+                tick: Callable[[int, dict], None]):
+    """:func:`~icldyn.train.loop.train` one grid point with the run directory's guarantees: every logged chunk
+    is flushed to ``metrics.parts/`` at once, a checkpoint is written every ``train.checkpoint_every``
+    seconds (and at the end of the point), and an earlier checkpoint of this point is resumed from."""
+    restore = rd.load_checkpoint(label)
+    last = [time.monotonic()]
+
+    def on_chunk(step: int, metrics: dict) -> None:
+        rows: dict[str, list] = defaultdict(list)
+        history_rows(rd.run_id, label, seeds, History([step], [metrics], {}), rows)
+        rd.write_metrics_part(label, step, rows)
+        tick(step, metrics)
+
+    def snapshot(snap: dict) -> None:
+        if snap["final"] or time.monotonic() - last[0] >= cfg.train.checkpoint_every:
+            rd.save_checkpoint(label, _pack(snap))
+            last[0] = time.monotonic()
+
+    return train(problem, opt, tasks, tests, keys, steps=cfg.train.steps, log_every=cfg.train.log_every,
+                 resample_every=cfg.data.resample_every, max_loss=cfg.train.max_loss, on_chunk=on_chunk,
+                 snapshot=snapshot, restore=None if restore is None else _unpack(restore))
 
 
 def grid_points(cfg: RunConfig) -> list[tuple[str, dict[str, Any]]]:

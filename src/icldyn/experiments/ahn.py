@@ -13,11 +13,11 @@ import numpy as np
 from icldyn import plots
 from icldyn.config import RunConfig, with_overrides
 from icldyn.data.gaussian import w_covariance
-from icldyn.experiments import Experiment, Reporter, grid_points, register
+from icldyn.experiments import Experiment, Reporter, grid_points, history_rows, register, train_point
 from icldyn.experiments import ahn_setup
 from icldyn.store import RunDir
 from icldyn.theory import ahn as theory
-from icldyn.train.loop import History, train
+from icldyn.train.loop import History
 from icldyn.train.optimizers import build_optimizer
 
 # The official code's training set-up (SPEC §3.5), shared by the paper-size recipes.
@@ -29,21 +29,6 @@ OFFICIAL_DATA = {"d": 5, "n": 20, "covariance": "official", "w_prior": "inverse_
 QUICK_TRAIN = {"optimizer": "adam", "b1": 0.9, "b2": 0.999, "clip": 1.0, "clip_mode": "global",
                "schedule": "cosine", "lr": 0.05, "steps": 3000, "batch": 500, "log_every": 100}
 QUICK_DATA = {"resample_every": 1, "test_size": 20_000}
-
-
-def history_rows(run_id: str, point: str, seeds: list[int], hist: History, rows: dict[str, list]) -> None:
-    """Append the long-format rows of one training; a diverged seed's rows stop at its divergence."""
-    for step, metrics in zip(hist.steps, hist.metrics):
-        for name, values in metrics.items():
-            for i, seed in enumerate(seeds):
-                if step > hist.diverged_at.get(i, step):
-                    continue
-                rows["run_id"].append(run_id)
-                rows["point"].append(point)
-                rows["seed"].append(seed)
-                rows["step"].append(step)
-                rows["metric"].append(name)
-                rows["value"].append(float(values[i]))
 
 
 def _mean(xs: list[float]) -> float:
@@ -92,11 +77,11 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> dict[str, Any]:
         pcfg = with_overrides(cfg, over)
         setup = ahn_setup.build(pcfg)
         tick = reporter.start(label or cfg.experiment, pcfg.train.steps)
-        params, hist = train(setup.problem, build_optimizer(pcfg.train), setup.tasks, setup.tests, setup.keys,
-                             steps=pcfg.train.steps, log_every=pcfg.train.log_every,
-                             resample_every=pcfg.data.resample_every, max_loss=pcfg.train.max_loss, on_chunk=tick)
+        params, hist = train_point(rd, label, setup.seeds, pcfg, setup.problem, build_optimizer(pcfg.train),
+                                   setup.tasks, setup.tests, setup.keys, tick)
         history_rows(rd.run_id, label, setup.seeds, hist, rows)
         rd.write_metrics(rows)
+        rd.clear_parts(label)
         point = {"point": label, "overrides": over, **evaluate_point(pcfg, setup, hist)}
         A, B = jax.vmap(setup.model.A)(params), jax.vmap(setup.model.B)(params)
         for i, seed in enumerate(setup.seeds):

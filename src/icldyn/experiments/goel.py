@@ -21,12 +21,11 @@ import numpy as np
 from icldyn import plots
 from icldyn.config import RunConfig, with_overrides
 from icldyn.data.regression import RegressionTask, make_regression_task, sample_regression
-from icldyn.experiments import Experiment, Reporter, grid_points, register
-from icldyn.experiments.ahn import history_rows
+from icldyn.experiments import Experiment, Reporter, grid_points, history_rows, register, train_point
 from icldyn.models.softmax_regressor import SoftmaxRegressor
 from icldyn.store import RunDir
 from icldyn.theory import goel as theory
-from icldyn.train.loop import History, Problem, train
+from icldyn.train.loop import History, Problem
 from icldyn.train.optimizers import build_optimizer
 
 INIT_KEY = 7  # fold_in tag of the initial sample (spectral initialisation and P̂)
@@ -198,9 +197,9 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
             name = ", ".join(x for x in (glabel, method.name) if x)
             tick = reporter.start(name, pcfg.train.steps)
             start = time.time()
-            params, hist = train(setup.problem, setup.opt, setup.tasks, None, setup.keys, steps=pcfg.train.steps,
-                                 log_every=pcfg.train.log_every, resample_every=pcfg.data.resample_every,
-                                 max_loss=pcfg.train.max_loss, on_chunk=tick)
+            # while a point trains, its flushed chunks number the slots (seed × lr) 0, 1, …
+            params, hist = train_point(rd, name, list(range(len(setup.slots))), pcfg, setup.problem, setup.opt,
+                                       setup.tasks, None, setup.keys, tick)
             wall = time.time() - start
             checks = setup.assumptions
             tuned = []
@@ -221,6 +220,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
                     p["tuned_best"] = p is best
             points += tuned
             rd.write_metrics(rows)
+            rd.clear_parts(name)
             rd.write_params(arrays)
     warnings = sorted({w for a in checks for w in a["warnings"]})
     # a learning rate that diverges while being tuned is a tuning result, not a failed run

@@ -22,12 +22,11 @@ from scipy import stats
 from icldyn import plots
 from icldyn.config import RunConfig, with_overrides
 from icldyn.data.features import W_LAWS, FeatureTask, make_feature_task, sample_feature_prompts, w_second_moment
-from icldyn.experiments import Experiment, Reporter, grid_points, register
-from icldyn.experiments.ahn import history_rows
+from icldyn.experiments import Experiment, Reporter, grid_points, history_rows, register, train_point
 from icldyn.models.softmax_icl import SoftmaxICL
 from icldyn.store import RunDir
 from icldyn.theory import huang as theory
-from icldyn.train.loop import History, Problem, train
+from icldyn.train.loop import History, Problem
 from icldyn.train.optimizers import build_optimizer
 
 CONVERGED = 1e-3  # L_k below this counts as converged (the imbalanced claim)
@@ -214,9 +213,8 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
             label = ", ".join(x for x in (glabel, method.name) if x)
             tick = reporter.start(label, pcfg.train.steps)
             start = time.time()
-            params, hist = train(setup.problem, build_optimizer(pcfg.train), setup.tasks, None, setup.keys,
-                                 steps=pcfg.train.steps, log_every=pcfg.train.log_every,
-                                 max_loss=pcfg.train.max_loss, on_chunk=tick)
+            params, hist = train_point(rd, label, setup.seeds, pcfg, setup.problem, build_optimizer(pcfg.train),
+                                       setup.tasks, None, setup.keys, tick)
             wall = time.time() - start
             history_rows(rd.run_id, label, setup.seeds, hist, rows)
             point = summarise(label, method, pcfg, setup, hist, rows, wall)
@@ -226,6 +224,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
                 for k, leaf in params.items():
                     arrays[f"{label}/seed{seed}/{k}"] = np.asarray(leaf[i])
             rd.write_metrics(rows)
+            rd.clear_parts(label)
             rd.write_params(arrays)
     result = {"points": points, "wall_s": time.time() - t0,
               "status": "finished" if all(s["status"] == "finished" for p in points for s in p["seeds"])

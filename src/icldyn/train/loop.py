@@ -104,13 +104,18 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
 
 def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: jax.Array, *,
           steps: int, log_every: int, resample_every: int = 1, max_loss: float = 1e6,
-          on_chunk: Callable[[int, dict[str, np.ndarray]], None] | None = None) -> tuple[PyTree, History]:
+          on_chunk: Callable[[int, dict[str, np.ndarray]], None] | None = None,
+          snapshot: Callable[[dict[str, Any]], None] | None = None,
+          restore: dict[str, Any] | None = None) -> tuple[PyTree, History]:
     """Train every seed (leading axis of ``tasks``, ``tests``, ``keys``) in one compiled program.
 
     Metrics are logged at step 0 and every ``log_every`` steps. A seed whose loss metric (any metric
     named ``*loss``) is non-finite or above ``max_loss``, or whose gradient norm is non-finite, is marked
     diverged at that step; its later rows are dropped and its parameters are kept from its last finite chunk.
-    Returns (final params, history).
+    ``snapshot`` is called after every chunk with what resuming needs (the state's and the last finite
+    parameters' leaves, the history, the steps done); ``restore`` is such a snapshot to continue from:
+    the remaining chunks are the same programs on the same state, so the result is bit-identical to an
+    uninterrupted run. Returns (final params, history).
     """
     state = init_states(problem, opt, tasks, keys)
     evaluate = jax.jit(over_seeds(problem.evaluate, problem.seed_map))
@@ -130,10 +135,14 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
             on_chunk(step, m)
         return np.array([s not in history.diverged_at for s in range(len(keys))])
 
-    log(0, evaluate(state.params, tasks, tests))  # step 0: held-out metrics only
-    good_params = state.params
+    good_params, done = state.params, 0
+    if restore is not None:
+        state = jax.tree.unflatten(jax.tree.structure(state), [jnp.asarray(x) for x in restore["state"]])
+        good_params = jax.tree.unflatten(jax.tree.structure(good_params), [jnp.asarray(x) for x in restore["good"]])
+        history, done = restore["history"], restore["done"]
+    else:
+        log(0, evaluate(state.params, tasks, tests))  # step 0: held-out metrics only
     chunks = {}
-    done = 0
     while done < steps and len(history.diverged_at) < len(keys):
         length = min(log_every, steps - done)
         if length not in chunks:
@@ -144,4 +153,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
         good_params = jax.tree.map(  # a diverged seed keeps its last finite parameters
             lambda new, old: jnp.where(alive.reshape((-1,) + (1,) * (new.ndim - 1)), new, old),
             state.params, good_params)
+        if snapshot is not None:
+            snapshot({"state": jax.tree.leaves(state), "good": jax.tree.leaves(good_params), "history": history,
+                      "done": done, "final": done >= steps or len(history.diverged_at) == len(keys)})
     return good_params, history
