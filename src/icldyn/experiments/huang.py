@@ -327,7 +327,7 @@ def headline(result: dict) -> list[str]:
     if "ood" in result:
         ok = all(o["within_3se"] for o in result["ood"])
         lines.append("Unseen task laws, measured ± s.e. (exact prediction with the law's E[wwᵀ]): " + "; ".join(
-            f"{o['law']} {o['measured']:.5f} ± {o['se']:.1e} ({o['predicted']:.5f})" for o in result["ood"])
+            f"{o['law']} {o['measured']:.6f} ± {o['se']:.1e} ({o['predicted']:.6f})" for o in result["ood"])
             + f" — all within 3 s.e.: {ok}.")
     return lines
 
