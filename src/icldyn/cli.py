@@ -141,6 +141,41 @@ def _print_points(summary: dict) -> None:
         out_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+@app.command("sweep")
+def sweep_(
+    target: str = typer.Argument("quickstart", help="experiment name or a CONFIG.toml"),
+    grid: list[str] = typer.Option([], "--grid", "-g", help="axis, e.g. --grid train.lr=0.01,0.02 (repeatable)"),
+    set_: list[str] = typer.Option([], "--set", "-s", help="override every point, e.g. --set train.steps=500"),
+    quick: bool = typer.Option(False, "--quick", help="the recipe's small size"),
+    backend: str = typer.Option("local", "--backend", help="local (Ray: not yet implemented)"),
+    out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="run store directory"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="SWEEP_ID: rerun only its unfinished points"),
+) -> None:
+    """Run every point of a grid as its own run directory, with a sweep record in <out>/sweeps/."""
+    from icldyn.sweep import parse_axes, point_configs, sweep
+
+    if backend != "local":
+        fail(f"--backend = {backend!r} is not available: allowed: 'local' (the Ray backend is not implemented yet)")
+    with bad_input():
+        raw, axes = None, None
+        if resume is None:
+            raw = load_toml(target) if target.endswith(".toml") else {"experiment": target}
+            raw = apply_sets(raw, set_)
+            axes = parse_axes(grid)
+            point_configs(raw, quick, axes)  # every point validated before anything trains
+    _setup()
+    with bad_input(), progress_bars(True) as reporter:
+        record = sweep(raw, quick, axes, out, reporter, resume=resume)
+    table = Table(title=f"sweep {record['sweep_id']}")
+    for col in ("point", "run_id", "status"):
+        table.add_column(col)
+    for p in record["points"]:
+        table.add_row(", ".join(f"{k}={v}" for k, v in p["overrides"].items()), p["run_id"] or "—", p["status"])
+    out_console.print(table)
+    if any(p["status"] != "finished" for p in record["points"]):
+        raise typer.Exit(1)
+
+
 @app.command("list")
 def list_() -> None:
     """List the experiment recipes, one line each."""

@@ -188,8 +188,9 @@ def list_runs(store: str | Path) -> list[dict[str, Any]]:
 
 def query(store: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
     """Run SQL over the view ``metrics`` (every run's metrics.parquet, plus the chunks an unfinished run
-    has flushed) and ``runs`` (summaries). A run in progress may fold its chunk files away while they are
-    listed; the query is then retried on a fresh listing."""
+    has flushed), ``runs`` (summaries) and ``sweeps`` (sweep_id, run_id, status, key, value per swept
+    key). A run in progress may fold its chunk files away while they are listed; the query is then
+    retried on a fresh listing."""
     for attempt in range(5):
         try:
             return _query(Path(store), sql)
@@ -211,6 +212,13 @@ def _query(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
         con.execute("CREATE VIEW metrics AS SELECT * FROM (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS point, "
                     "NULL::BIGINT AS seed, NULL::BIGINT AS step, NULL::VARCHAR AS metric, NULL::DOUBLE AS value) "
                     "WHERE false")
+    # sweeps: one row per (point, swept key), so that a figure's table is one join away
+    con.execute("CREATE TABLE sweeps (sweep_id VARCHAR, run_id VARCHAR, status VARCHAR, key VARCHAR, value VARCHAR)")
+    swept = [(s["sweep_id"], p["run_id"], p["status"], k, str(v))
+             for s in (json.loads(f.read_text()) for f in sorted(root.glob("sweeps/*.json")))
+             for p in s["points"] for k, v in p["overrides"].items()]
+    if swept:
+        con.executemany("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?)", swept)
     runs = list_runs(root)
     con.execute("CREATE TABLE runs (run_id VARCHAR, experiment VARCHAR, status VARCHAR, wall_s DOUBLE, path VARCHAR)")
     if runs:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -32,6 +34,24 @@ def goel_precondition(sigma_hat_inv: jax.Array) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
+class LearningRateState(NamedTuple):
+    lr: jax.Array  # the peak learning rate, a value of the state rather than a constant of the program
+
+
+def scale_by_lr(lr: float) -> optax.GradientTransformation:
+    """Multiply updates by ``lr`` held in the optimiser state (in the parameters' dtype): programs for
+    different learning rates are then the same compiled program (a sweep over lr compiles once)."""
+
+    def init(params):
+        return LearningRateState(jnp.asarray(lr, jax.tree.leaves(params)[0].dtype))
+
+    def update(updates, state, params=None):
+        del params
+        return jax.tree.map(lambda u: state.lr * u, updates), state
+
+    return optax.GradientTransformation(init, update)
+
+
 def schedule(cfg: TrainConfig, lr: float | jax.Array | None = None) -> optax.Schedule:
     lr = cfg.lr if lr is None else lr
     if cfg.schedule == "step":
@@ -45,14 +65,19 @@ def build_optimizer(cfg: TrainConfig, *, lr: float | jax.Array | None = None,
                     sigma_hat_inv: jax.Array | None = None) -> optax.GradientTransformation:
     """Clipping (optional), Goel's preconditioner (when ``sigma_hat_inv`` is given), then adam / adamw /
     sgd(momentum) with the configured schedule. ``lr`` overrides ``cfg.lr`` and may be a traced
-    per-seed value (a learning-rate grid as one vmapped program)."""
-    lr = schedule(cfg, lr)
+    per-seed value (a learning-rate grid as one vmapped program); otherwise the schedule runs at peak 1
+    and ``cfg.lr`` scales the update from the optimiser state (every step of these optimisers is linear
+    in the learning rate), so runs that differ only in lr share one compiled program."""
+    injected = lr is None
+    sched = schedule(cfg, 1.0 if injected else lr)
     if cfg.optimizer == "adam":
-        opt = optax.adam(lr, b1=cfg.b1, b2=cfg.b2)
+        opt = optax.adam(sched, b1=cfg.b1, b2=cfg.b2)
     elif cfg.optimizer == "adamw":
-        opt = optax.adamw(lr, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay)
+        opt = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay)
     else:
-        opt = optax.sgd(lr, momentum=cfg.momentum or None)
+        opt = optax.sgd(sched, momentum=cfg.momentum or None)
+    if injected:
+        opt = optax.chain(opt, scale_by_lr(cfg.lr))
     if sigma_hat_inv is not None:
         opt = optax.chain(goel_precondition(sigma_hat_inv), opt)
     if cfg.clip > 0:
