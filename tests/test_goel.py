@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from conftest import assert_claims
 from icldyn import verify
 from icldyn.experiments import get
 from icldyn.runs import execute
@@ -27,12 +28,8 @@ def convergence(session_store, claims):
 
 
 def test_verify_goel_passes(claims):
-    failed = [f"{c.claim}: theory {c.theory}, measured {c.measured}" for c in claims if not c.passed]
-    assert not failed, failed
-    names = " | ".join(c.claim for c in claims)
-    for needle in ("θ*(J)", "Monte-Carlo mean of L̂ (n = 1600", "finite differences", "Lemma 1",
-                   "population gradients", "sampled gradients (n = 200)"):
-        assert needle in names
+    assert_claims(claims, ("θ*(J)", "Monte-Carlo mean of L̂ (n = 1600", "finite differences", "Lemma 1",
+                           "population gradients", "sampled gradients (n = 200)"))
 
 
 def test_convergence_recipe_numbers(convergence):
