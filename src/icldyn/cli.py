@@ -147,15 +147,17 @@ def sweep_(
     grid: list[str] = typer.Option([], "--grid", "-g", help="axis, e.g. --grid train.lr=0.01,0.02 (repeatable)"),
     set_: list[str] = typer.Option([], "--set", "-s", help="override every point, e.g. --set train.steps=500"),
     quick: bool = typer.Option(False, "--quick", help="the recipe's small size"),
-    backend: str = typer.Option("local", "--backend", help="local (Ray: not yet implemented)"),
+    backend: str = typer.Option("local", "--backend", help="local, or ray (one Ray task per point)"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local "
+                                          "instance)"),
     out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="run store directory"),
     resume: Optional[str] = typer.Option(None, "--resume", help="SWEEP_ID: rerun only its unfinished points"),
 ) -> None:
     """Run every point of a grid as its own run directory, with a sweep record in <out>/sweeps/."""
     from icldyn.sweep import parse_axes, point_configs, sweep
 
-    if backend != "local":
-        fail(f"--backend = {backend!r} is not available: allowed: 'local' (the Ray backend is not implemented yet)")
+    if backend not in ("local", "ray"):
+        fail(f"--backend = {backend!r} is not allowed: must be one of 'local', 'ray'")
     with bad_input():
         raw, axes = None, None
         if resume is None:
@@ -165,7 +167,7 @@ def sweep_(
             point_configs(raw, quick, axes)  # every point validated before anything trains
     _setup()
     with bad_input(), progress_bars(True) as reporter:
-        record = sweep(raw, quick, axes, out, reporter, resume=resume)
+        record = sweep(raw, quick, axes, out, reporter, resume=resume, backend=backend, address=address)
     table = Table(title=f"sweep {record['sweep_id']}")
     for col in ("point", "run_id", "status"):
         table.add_column(col)

@@ -1,4 +1,4 @@
-"""Sweeps: a grid of whole runs (``icldyn sweep NAME --grid key=v1,v2 …``).
+"""Sweeps: a grid of whole runs (``icldyn sweep NAME --grid key=v1,v2 … [--backend local|ray]``).
 
 Every point of the grid's product is a normal run directory in the store; the sweep itself is a record,
 ``<store>/sweeps/<sweep_id>.json`` (the target, the axes, each point's overrides, run id and status),
@@ -6,19 +6,26 @@ rewritten atomically after every point, so a killed sweep resumed with ``--resum
 the points without a finished run. Points are run in an order that keeps equal shapes together; runs
 that differ only in hyper-parameters held in the optimiser state (the learning rate) reuse one compiled
 program through the persistent compilation cache.
+
+With ``backend="ray"`` each point is a Ray task declaring its CPU (``train.threads``) and GPU needs; the
+task runs the point into a private temporary store and returns the run directory's files, which the
+driver writes into the store (published by one rename). ``ray.init()`` starts a local instance unless an
+``address`` of an existing cluster is given.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import secrets
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from icldyn.config import ConfigError, RunConfig, _SECTIONS, parse_value, set_dotted
-from icldyn.experiments import Reporter, get
+from icldyn.config import ConfigError, RunConfig, _SECTIONS, build, parse_value, set_dotted
+from icldyn.experiments import Reporter, SilentReporter, get
 from icldyn.runs import execute
 from icldyn.store import StoreError, write_json
 
@@ -72,9 +79,55 @@ def load_record(store: str | Path, sweep_id: str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def run_point_files(cfg_raw: dict[str, Any]) -> tuple[str, dict[str, bytes]]:
+    """A Ray task's body: run one point into a private temporary store; return its run id and files."""
+    from icldyn.runtime import setup_jax
+
+    setup_jax()
+    with tempfile.TemporaryDirectory() as tmp:
+        rd, _ = execute(build(cfg_raw), tmp)
+        return rd.run_id, {str(p.relative_to(rd.path)): p.read_bytes() for p in rd.path.rglob("*") if p.is_file()}
+
+
+def publish(store: Path, run_id: str, files: dict[str, bytes]) -> None:
+    """Write a run directory shipped back by a worker: into a hidden directory, then one rename."""
+    tmp = store / f".{run_id}.incoming"
+    for rel, data in files.items():
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_bytes(data)
+    os.rename(tmp, store / run_id)
+
+
+def _ray_runner(address: str | None):
+    """(submit, wait) over Ray: submit(cfg) -> future; wait(futures) -> (done future, (run_id, files))."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--backend = 'ray' needs Ray: pip install 'icldyn[ray]'") from None
+    import jax
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False) if address else ray.init(
+            include_dashboard=False, log_to_driver=False)
+    gpus = 1 if jax.default_backend() == "gpu" else 0
+
+    def submit(cfg: RunConfig):
+        task = ray.remote(num_cpus=cfg.train.threads, num_gpus=gpus)(run_point_files)
+        return task.remote(cfg.model_dump())
+
+    def wait(futures):
+        (done,), _ = ray.wait(list(futures), num_returns=1)
+        return done, ray.get(done)
+
+    return submit, wait, (ray.shutdown if started else (lambda: None))
+
+
 def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None, store: str | Path,
-          reporter: Reporter | None = None, resume: str | None = None) -> dict[str, Any]:
-    """Run (or resume) a sweep; returns its record."""
+          reporter: Reporter | None = None, resume: str | None = None, backend: str = "local",
+          address: str | None = None) -> dict[str, Any]:
+    """Run (or resume) a sweep; returns its record. ``reporter`` shows the sweep's points done (and, on the
+    local backend, each point's training)."""
     store = Path(store)
     if resume is not None:
         record = load_record(store, resume)
@@ -88,14 +141,35 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
     path = _record_path(store, record["sweep_id"])
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, record)
-    order = sorted(range(len(configs)), key=lambda i: _shape_key(configs[i][1]))
+    def finished_run(i: int) -> bool:
+        run_id = record["points"][i]["run_id"]
+        return bool(run_id) and (store / run_id / "summary.json").is_file()
+
+    order = [i for i in sorted(range(len(configs)), key=lambda i: _shape_key(configs[i][1])) if not finished_run(i)]
+    finished = len(configs) - len(order)
+    overall = (reporter or SilentReporter()).start(f"sweep {record['sweep_id']}", len(configs))
+    overall(finished, {})
+    if backend == "ray":
+        submit, wait, close = _ray_runner(address)
+        try:
+            futures = {submit(configs[i][1]): (i, time.time()) for i in order}
+            while futures:
+                done, (run_id, files) = wait(futures)
+                i, start = futures.pop(done)
+                publish(store, run_id, files)
+                status = json.loads(files["summary.json"])["status"]
+                record["points"][i].update({"run_id": run_id, "status": status, "wall_s": time.time() - start})
+                write_json(path, record)
+                finished += 1
+                overall(finished, {})
+        finally:
+            close()
+        return record
     for i in order:
-        point = record["points"][i]
-        done = point["run_id"] and (store / point["run_id"] / "summary.json").is_file()
-        if done:
-            continue
         start = time.time()
         rd, summary = execute(configs[i][1], store, reporter)
-        point.update({"run_id": rd.run_id, "status": summary["status"], "wall_s": time.time() - start})
+        record["points"][i].update({"run_id": rd.run_id, "status": summary["status"], "wall_s": time.time() - start})
         write_json(path, record)
+        finished += 1
+        overall(finished, {})
     return record
