@@ -3,9 +3,10 @@
 Every point of the grid's product is a normal run directory in the store; the sweep itself is a record,
 ``<store>/sweeps/<sweep_id>.json`` (the target, the axes, each point's overrides, run id and status),
 rewritten atomically after every point, so a killed sweep resumed with ``--resume SWEEP_ID`` reruns only
-the points without a finished run. Points are run in an order that keeps equal shapes together; runs
-that differ only in hyper-parameters held in the optimiser state (the learning rate) reuse one compiled
-program through the persistent compilation cache.
+the points without a finished run (on the local backend a point killed mid-training continues from its
+checkpoints). Points are run in an order that keeps equal shapes together; runs that differ only in
+hyper-parameters held in the optimiser state (the learning rate) reuse one compiled program through the
+persistent compilation cache.
 
 With ``backend="ray"`` each point is a Ray task declaring its CPU (``train.threads``) and GPU needs; the
 task runs the point into a private temporary store and returns the run directory's files, which the
@@ -27,7 +28,7 @@ from typing import Any
 from icldyn.config import ConfigError, RunConfig, _SECTIONS, build, parse_value, set_dotted
 from icldyn.experiments import Reporter, SilentReporter, get
 from icldyn.runs import execute
-from icldyn.store import StoreError, write_json
+from icldyn.store import RunDir, StoreError, write_json
 
 TOP_LEVEL = ("seeds", "seed")
 
@@ -167,7 +168,15 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
         return record
     for i in order:
         start = time.time()
-        rd, summary = execute(configs[i][1], store, reporter)
+        point, cfg = record["points"][i], configs[i][1]
+        if point["run_id"] and (store / point["run_id"] / "config.toml").is_file():
+            rd = RunDir.open(store / point["run_id"])  # interrupted mid-point: continue from its checkpoints
+        else:
+            rd = RunDir.create(store, cfg.experiment)
+            rd.write_config(cfg)
+            point.update({"run_id": rd.run_id, "status": "running"})
+            write_json(path, record)
+        rd, summary = execute(cfg, store, reporter, resume=rd)
         record["points"][i].update({"run_id": rd.run_id, "status": summary["status"], "wall_s": time.time() - start})
         write_json(path, record)
         finished += 1
