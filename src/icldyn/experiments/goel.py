@@ -178,10 +178,12 @@ def summarise(label: str, method: Method, pcfg: RunConfig, lr: float, seeds: lis
 
 
 def _better(a: dict, b: dict) -> bool:
-    """Tuning order: reaches the target sooner; else lower final excess loss."""
-    ka = (a["steps_to_target"] is None, a["steps_to_target"] or 0, a["final_excess"])
-    kb = (b["steps_to_target"] is None, b["steps_to_target"] or 0, b["final_excess"])
-    return ka < kb
+    """Tuning order: reaches the target sooner; else lower final excess loss (a diverged setting last)."""
+    def key(p):
+        final = p["final_excess"] if np.isfinite(p["final_excess"]) else np.inf
+        return p["steps_to_target"] is None, p["steps_to_target"] or 0, final
+
+    return key(a) < key(b)
 
 
 def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, ...]) -> dict[str, Any]:
@@ -201,7 +203,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
             params, hist = train_point(rd, name, list(range(len(setup.slots))), pcfg, setup.problem, setup.opt,
                                        setup.tasks, None, setup.keys, tick)
             wall = time.time() - start
-            checks = setup.assumptions
+            checks += [a for a in setup.assumptions if a not in checks]
             tuned = []
             for lr in method.lrs or (pcfg.train.lr,):
                 idx = [i for i, slot in enumerate(setup.slots) if slot[1] == lr]

@@ -237,7 +237,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
     if cfg.experiment == "huang-phase-scaling":
         result.update(phase_scaling(points))
     if cfg.experiment == "huang-ood":
-        result["ood"] = ood(cfg, points[0], params)
+        result["ood"] = ood(cfg, params)
     result["figures"] = plots.huang_figures(cfg, result, rows, rd)
     result["table"] = table(points)
     result["headline"] = headline(result)
@@ -262,7 +262,7 @@ def phase_scaling(points: list[dict]) -> dict:
     return out
 
 
-def ood(cfg: RunConfig, point: dict, params, prompts: int = 100_000) -> list[dict]:
+def ood(cfg: RunConfig, params, prompts: int = 100_000) -> list[dict]:
     """The trained model (seed 0) tested by Monte Carlo on task laws unseen in training, against the exact
     prediction with that law's E[wwᵀ] (only the second moment enters; SPEC §2.5)."""
     pcfg = with_overrides(cfg, {"train.oracle": "population"})
