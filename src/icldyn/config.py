@@ -110,7 +110,7 @@ class ModelConfig(_Section):
     kind: Literal["linear_attention", "softmax_regressor", "softmax_icl"] = Field(
         "linear_attention", description="linear_attention (data.kind = prompts), softmax_regressor "
         "(data.kind = regression) or softmax_icl: one-layer softmax attention ŷ = ν Σ_i y_i softmax_i(x_iᵀQx_q), "
-        "query masked (Huang; data.kind = features)")
+        "query masked (Huang; data.kind = features, or Ahn's Gaussian prompts)")
     train_value: bool = Field(False, description="softmax_icl: train the value weight ν (Huang fix ν = 1)")
     init: Literal["random", "spectral"] = Field(
         "random", description="random: iid N(0, init_std²) entries; spectral (softmax_regressor): Algorithm 1's "
@@ -185,7 +185,8 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _combination(self) -> RunConfig:
-        pairs = {("linear_attention", "prompts"), ("softmax_regressor", "regression"), ("softmax_icl", "features")}
+        pairs = {("linear_attention", "prompts"), ("softmax_regressor", "regression"), ("softmax_icl", "features"),
+                 ("softmax_icl", "prompts")}
         if (self.model.kind, self.data.kind) not in pairs:
             raise ValueError(f"model.kind = {self.model.kind!r} does not take data.kind = {self.data.kind!r}; "
                              "allowed pairs: " + ", ".join(f"{m} + {d}" for m, d in sorted(pairs)))
@@ -196,9 +197,9 @@ class RunConfig(_Section):
         for key, (kind, value, default) in only.items():
             if value != default and self.model.kind != kind:
                 raise ValueError(f"{key} = {value!r} applies to model.kind = {kind!r} only")
-        if self.train.oracle != "sampled" and self.model.kind == "linear_attention":
-            raise ValueError("train.oracle = 'population' applies to model.kind = 'softmax_regressor' or "
-                             "'softmax_icl' only")
+        if self.train.oracle != "sampled" and self.data.kind == "prompts":
+            raise ValueError("train.oracle = 'population' needs data.kind = 'regression' or 'features' (Gaussian "
+                             "prompts have no exact population engine here)")
         return self
 
     @field_validator("grid")

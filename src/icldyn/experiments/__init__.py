@@ -144,3 +144,4 @@ def grid_points(cfg: RunConfig) -> list[tuple[str, dict[str, Any]]]:
 from icldyn.experiments import ahn as _ahn  # noqa: E402,F401  (registers the recipes)
 from icldyn.experiments import goel as _goel  # noqa: E402,F401
 from icldyn.experiments import huang as _huang  # noqa: E402,F401
+from icldyn.experiments import crossover as _crossover  # noqa: E402,F401
