@@ -41,8 +41,11 @@ def test_run_writes_contract_and_store_commands_read_it(tmp_path):
 
 def test_list_names_every_recipe():
     out = CliRunner().invoke(app, ["list"]).stdout
-    for name in ("quickstart", "ahn-loss-vs-layers", "ahn-loss-vs-n", "ahn-structure"):
-        assert name in out
+    from icldyn.experiments import REGISTRY
+
+    assert len(REGISTRY) >= 12
+    for exp in REGISTRY.values():
+        assert exp.name in out and f"[{exp.paper}]" in out
 
 
 def test_diverging_run_is_stopped_marked_and_keeps_its_rows(tmp_path):

@@ -13,6 +13,7 @@ from typing import Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -184,7 +185,7 @@ def list_() -> None:
     from icldyn.experiments import REGISTRY
 
     for exp in REGISTRY.values():
-        line = f"[bold]{exp.name:22s}[/bold] [{exp.paper}] {exp.description}"
+        line = f"[bold]{exp.name:24s}[/bold] {escape(f'[{exp.paper}]'):11s} {escape(exp.description)}"
         out_console.print(line, highlight=False, soft_wrap=True)
 
 
