@@ -75,3 +75,36 @@ def test_ray_backend_gives_the_local_numbers(tmp_path):
         assert table(tmp_path / "local", a["run_id"]).equals(table(tmp_path / "ray", b["run_id"]))
         assert (tmp_path / "ray" / b["run_id"] / "params.npz").is_file()
     assert not list((tmp_path / "ray").glob(".*.incoming"))
+
+
+def test_killed_sweep_resumed_reruns_only_unfinished_points(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = ["sweep", "quickstart", "--grid", "train.lr=0.01,0.02,0.03,0.04", *TINY, "--out", str(tmp_path)]
+    proc = subprocess.Popen([sys.executable, "-c", "from icldyn.cli import main; main()", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    record = None
+    while time.time() < deadline:  # kill -9 once two points have finished
+        recs = list((tmp_path / "sweeps").glob("*.json")) if (tmp_path / "sweeps").is_dir() else []
+        if recs:
+            record = json.loads(recs[0].read_text())
+            if sum(p["status"] == "finished" for p in record["points"]) >= 2:
+                break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    record = json.loads(next((tmp_path / "sweeps").glob("*.json")).read_text())
+    before = {i: p["run_id"] for i, p in enumerate(record["points"]) if p["status"] == "finished"}
+    assert 2 <= len(before) < 4
+    res = CliRunner().invoke(app, ["sweep", "--resume", record["sweep_id"], "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    after = json.loads(next((tmp_path / "sweeps").glob("*.json")).read_text())
+    assert all(p["status"] == "finished" for p in after["points"])
+    assert all(after["points"][i]["run_id"] == rid for i, rid in before.items())  # finished points not rerun
+    finished_runs = [p for p in tmp_path.iterdir() if (p / "summary.json").is_file()]
+    assert len(finished_runs) == 4  # one run per point; an interrupted point was continued, not duplicated
