@@ -191,6 +191,7 @@ def huang_figures(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list],
     by_grid: dict[str, list[dict]] = {}
     for p in result["points"]:
         by_grid.setdefault(",".join(f"{k}={v}" for k, v in p["grid"].items()), []).append(p)
+    metric_names = sorted(set(rows["metric"]))
     if cfg.experiment != "huang-phase-scaling":
         for tag, pts in by_grid.items():
             fig, axes = plt.subplots(1, 4, figsize=(17, 3.9))
@@ -205,8 +206,7 @@ def huang_figures(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list],
                         x, m, _, _ = series(rows, p["point"], metric)
                         ax.plot(x, m, style, color=color, lw=1.2,
                                 label=f"k={k}" + ("" if style == "-" else " (MC)") if ax is axes[0] else None)
-                    bnames = sorted({m for m in rows["metric"] if m.startswith(f"B{k}_")})
-                    for b in bnames[:3]:
+                    for b in [m for m in metric_names if m.startswith(f"B{k}_")][:3]:
                         x, m, _, _ = series(rows, p["point"], b)
                         axes[1].plot(x, m, style, color=color, lw=0.9, alpha=0.8)
             under = [(k, f) for k, f in pts[0]["seeds"][0]["features"].items() if f["role"] == "under-represented"]

@@ -16,6 +16,7 @@ driver writes into the store (published by one rename). ``ray.init()`` starts a 
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import os
@@ -55,7 +56,7 @@ def point_configs(raw: dict[str, Any], quick: bool, axes: dict[str, list]) -> li
     out = []
     for values in itertools.product(*axes.values()):
         over = dict(zip(axes, values))
-        point_raw = json.loads(json.dumps(raw))
+        point_raw = copy.deepcopy(raw)
         for key, value in over.items():
             set_dotted(point_raw, key, value)
         out.append((over, exp.config(point_raw, quick=quick)))

@@ -78,6 +78,15 @@ def history_rows(run_id: str, point: str, seeds: list[int], hist: History, rows:
                 rows["value"].append(float(values[i]))
 
 
+def curve(hist: History, metric: str, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Logged (steps, values) of one metric of seed ``i``, up to its divergence (the rows
+    :func:`history_rows` writes)."""
+    stop = hist.diverged_at.get(i)
+    logged = [(s, m[metric][i]) for s, m in zip(hist.steps, hist.metrics)
+              if metric in m and (stop is None or s <= stop)]
+    return np.array([s for s, _ in logged]), np.array([float(v) for _, v in logged])
+
+
 def _pack(snap: dict[str, Any]) -> dict[str, np.ndarray]:
     hist: History = snap["history"]
     names = list(dict.fromkeys(n for m in hist.metrics for n in m))  # step 0 logs fewer metrics

@@ -52,6 +52,13 @@ def structure_metrics(model: LinearTransformer, params, task: GaussianTask) -> d
     return out
 
 
+def held_out(cfg: RunConfig, task: GaussianTask, seed: int, which: int, dtype) -> Prompts:
+    """A seed's fixed held-out prompts (``which``: TEST_KEY or VAL_KEY), ``data.test_size`` of them."""
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), which)
+    t = jax.tree.map(lambda a: jnp.asarray(a, dtype), task)
+    return sample_prompts(t, key=key, batch=cfg.data.test_size, n=cfg.data.n)
+
+
 def _to_numpy(p: Prompts) -> Prompts:
     return Prompts(np.asarray(p.X, np.float64), np.asarray(p.y, np.float64))
 
@@ -64,14 +71,9 @@ def build(cfg: RunConfig) -> Setup:
     tasks64 = [make_task(cfg.data, s) for s in seeds]
     tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks64)
 
-    def held_out(task: GaussianTask, seed: int, which: int) -> Prompts:
-        key = jax.random.fold_in(jax.random.PRNGKey(seed), which)
-        t = jax.tree.map(lambda a: jnp.asarray(a, dtype), task)
-        return sample_prompts(t, key=key, batch=cfg.data.test_size, n=cfg.data.n)
-
-    tests_raw = [held_out(t, s, TEST_KEY) for t, s in zip(tasks64, seeds)]
+    tests_raw = [held_out(cfg, t, s, TEST_KEY, dtype) for t, s in zip(tasks64, seeds)]
     tests = jax.tree.map(lambda *xs: jnp.stack(xs), *[model.prepare(p) for p in tests_raw])
-    vals = [_to_numpy(held_out(t, s, VAL_KEY)) for t, s in zip(tasks64, seeds)]
+    vals = [_to_numpy(held_out(cfg, t, s, VAL_KEY, dtype)) for t, s in zip(tasks64, seeds)]
     keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
 
     fast_sampler = model.form == "kernel" and cfg.data.sampler != "jax"

@@ -17,7 +17,7 @@ from icldyn.config import RunConfig, with_overrides
 from icldyn.data.features import FeaturePrompts
 from icldyn.data.gaussian import Prompts, make_task, sample_prompts, w_covariance
 from icldyn.experiments import Experiment, Reporter, grid_points, history_rows, register, train_point
-from icldyn.experiments.ahn_setup import TEST_KEY, VAL_KEY
+from icldyn.experiments.ahn_setup import TEST_KEY, VAL_KEY, held_out
 from icldyn.models.softmax_icl import SoftmaxICL
 from icldyn.store import RunDir
 from icldyn.theory import ahn as theory
@@ -43,12 +43,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> dict[str, Any]:
         tasks64 = [make_task(pcfg.data, s) for s in seeds]
         tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks64)
 
-        def held_out(task, seed, which, dtype=dtype):
-            t = jax.tree.map(lambda a: jnp.asarray(a, dtype), task)
-            return sample_prompts(t, key=jax.random.fold_in(jax.random.PRNGKey(seed), which),
-                                  batch=pcfg.data.test_size, n=n)
-
-        tests_raw = [held_out(t, s, TEST_KEY) for t, s in zip(tasks64, seeds)]
+        tests_raw = [held_out(pcfg, t, s, TEST_KEY, dtype) for t, s in zip(tasks64, seeds)]
         tests = jax.tree.map(lambda *xs: jnp.stack(xs), *[as_query_batch(p) for p in tests_raw])
         keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
         problem = Problem(
@@ -67,7 +62,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> dict[str, Any]:
         per_seed = []
         for i, (seed, task) in enumerate(zip(seeds, tasks64)):
             Xt, yt = (np.asarray(a, np.float64) for a in tests_raw[i])
-            Xv, yv = (np.asarray(a, np.float64) for a in held_out(task, seed, VAL_KEY, jnp.float64))
+            Xv, yv = (np.asarray(a, np.float64) for a in held_out(pcfg, task, seed, VAL_KEY, jnp.float64))
             ref = theory.baselines(Xv, yv, Xt, yt, task.sigma, 1)
             G = theory.optimal_preconditioner(task.sigma, n, w_covariance(task), pcfg.data.noise_std)
             ref["linear_optimum"] = theory.one_layer_loss(G, task.sigma, n, w_covariance(task), pcfg.data.noise_std)

@@ -21,7 +21,7 @@ import numpy as np
 from icldyn import plots
 from icldyn.config import RunConfig, with_overrides
 from icldyn.data.regression import RegressionTask, make_regression_task, sample_regression
-from icldyn.experiments import Experiment, Reporter, grid_points, history_rows, register, train_point
+from icldyn.experiments import Experiment, Reporter, curve, grid_points, history_rows, register, train_point
 from icldyn.models.softmax_regressor import SoftmaxRegressor
 from icldyn.store import RunDir
 from icldyn.theory import goel as theory
@@ -144,17 +144,12 @@ def _slot_history(hist: History, idx: list[int]) -> History:
 
 
 def summarise(label: str, method: Method, pcfg: RunConfig, lr: float, seeds: list[int], hist: History,
-              rows: dict[str, list], wall: float) -> dict[str, Any]:
+              wall: float) -> dict[str, Any]:
     """Per-seed curves → iterations to TARGET, fitted μ of the P-distance, final and initial excess loss."""
-    pt, mt = np.asarray(rows["point"]), np.asarray(rows["metric"])
     out_seeds = []
     for i, seed in enumerate(seeds):
-        def curve(metric):
-            sel = (pt == label) & (mt == metric) & (np.asarray(rows["seed"]) == seed)
-            return np.asarray(rows["step"])[sel], np.asarray(rows["value"])[sel]
-
-        steps, excess = curve("excess_loss")
-        _, dist = curve("p_distance")
+        steps, excess = curve(hist, "excess_loss", i)
+        _, dist = curve(hist, "p_distance", i)
         rate = theory.fit_rate(steps, dist)
         tail = excess[len(excess) * 3 // 4:]  # the floor: mean over the last quarter of the logged curve
         out_seeds.append({"seed": seed, "status": "diverged" if i in hist.diverged_at else "finished",
@@ -209,8 +204,9 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
                 idx = [i for i, slot in enumerate(setup.slots) if slot[1] == lr]
                 seeds = [setup.slots[i][0] for i in idx]
                 label = name + (f" (lr={lr:g})" if method.lrs else "")
-                history_rows(rd.run_id, label, seeds, _slot_history(hist, idx), rows)
-                point = summarise(label, method, pcfg, lr, seeds, _slot_history(hist, idx), rows, wall)
+                slot_hist = _slot_history(hist, idx)
+                history_rows(rd.run_id, label, seeds, slot_hist, rows)
+                point = summarise(label, method, pcfg, lr, seeds, slot_hist, wall)
                 point["grid"] = gover
                 for i, seed in zip(idx, seeds):
                     for k, leaf in params.items():

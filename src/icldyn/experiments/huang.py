@@ -22,7 +22,7 @@ from scipy import stats
 from icldyn import plots
 from icldyn.config import RunConfig, with_overrides
 from icldyn.data.features import W_LAWS, FeatureTask, make_feature_task, sample_feature_prompts, w_second_moment
-from icldyn.experiments import Experiment, Reporter, grid_points, history_rows, register, train_point
+from icldyn.experiments import Experiment, Reporter, curve, grid_points, history_rows, register, train_point
 from icldyn.models.softmax_icl import SoftmaxICL
 from icldyn.store import RunDir
 from icldyn.theory import huang as theory
@@ -120,17 +120,11 @@ EXACT = Method("exact engine", {"train.oracle": "population", "seeds": 1})  # de
 MONTE_CARLO = Method("Monte-Carlo GD", {"train.oracle": "sampled"})
 
 
-def _curve(rows, label, metric, seed):
-    pt, mt, sd = np.asarray(rows["point"]), np.asarray(rows["metric"]), np.asarray(rows["seed"])
-    sel = (pt == label) & (mt == metric) & (sd == seed)
-    return np.asarray(rows["step"])[sel], np.asarray(rows["value"])[sel]
-
-
 def is_imbalanced(p: np.ndarray) -> bool:
     return bool(p[0] > 1.5 * p[1:].max()) if len(p) > 1 else False
 
 
-def summarise(label: str, method: Method, pcfg: RunConfig, setup: Setup, hist: History, rows, wall: float) -> dict:
+def summarise(label: str, method: Method, pcfg: RunConfig, setup: Setup, hist: History, wall: float) -> dict:
     """Per seed: final loss and attention, and phase boundaries per tracked feature (SPEC §2.5)."""
     p = np.asarray(setup.tasks.p[0], np.float64)
     imbalanced = is_imbalanced(p)
@@ -138,21 +132,21 @@ def summarise(label: str, method: Method, pcfg: RunConfig, setup: Setup, hist: H
     for i, seed in enumerate(setup.seeds):
         features = {}
         for k in setup.tracked:
-            steps, attn = _curve(rows, label, f"attn{k}", seed)
-            _, Lk = _curve(rows, label, f"L{k}", seed)
+            steps, attn = curve(hist, f"attn{k}", i)
+            _, Lk = curve(hist, f"L{k}", i)
             info = {"final_attn": float(attn[-1]), "final_L": float(Lk[-1]),
                     "converged_at": theory.first_step(steps, Lk < CONVERGED)}
             if imbalanced and k != 0:
-                _, A = _curve(rows, label, f"A{k}", seed)
-                _, B = _curve(rows, label, f"B{k}_0", seed)
+                _, A = curve(hist, f"A{k}", i)
+                _, B = curve(hist, f"B{k}_0", i)
                 info["role"] = "under-represented"
                 info["phases"] = theory.underrepresented_phases(steps, A, B, attn)
             else:
                 info["role"] = "dominant" if imbalanced else "balanced"
                 info["phases"] = theory.balanced_phases(steps, attn)
             features[str(k)] = info
-        steps, loss = _curve(rows, label, "loss", seed)
-        _, amean = _curve(rows, label, "attn_mean", seed)
+        steps, loss = curve(hist, "loss", i)
+        _, amean = curve(hist, "attn_mean", i)
         out_seeds.append({"seed": seed, "status": "diverged" if i in hist.diverged_at else "finished",
                           "diverged_at": hist.diverged_at.get(i), "final_loss": float(loss[-1]),
                           "t_half": theory.first_step(steps, amean >= 0.5), "features": features})
@@ -164,26 +158,18 @@ def summarise(label: str, method: Method, pcfg: RunConfig, setup: Setup, hist: H
                                              for s in out_seeds]))}
 
 
-def tracking(rows, exact: dict, mc: dict) -> dict:
+def tracking(exact: History, mc: History) -> dict:
     """How closely the Monte-Carlo trainer follows the exact engine: at every logged step, the MC mean over
     seeds of the feature-averaged A_k and of the loss against the exact curve, in units of the MC standard
     error over seeds (plus the relative gap)."""
     out = {}
     for metric in ("A", "loss"):
-        def per_seed(point):
-            curves = []
-            for s in point["seeds"]:
-                if metric == "loss":
-                    steps, v = _curve(rows, point["point"], "loss", s["seed"])
-                else:
-                    ks = list(point["seeds"][0]["features"])
-                    steps = _curve(rows, point["point"], f"A{ks[0]}", s["seed"])[0]
-                    v = np.mean([_curve(rows, point["point"], f"A{k}", s["seed"])[1] for k in ks], axis=0)
-                curves.append(v)
-            return steps, np.array(curves)
+        def per_seed(hist: History) -> np.ndarray:
+            names = ["loss"] if metric == "loss" else [m for m in hist.metrics[0] if m[0] == "A" and m[1:].isdigit()]
+            seeds = len(hist.metrics[0]["loss"])
+            return np.array([np.mean([curve(hist, m, i)[1] for m in names], axis=0) for i in range(seeds)])
 
-        steps, ex = per_seed(exact)
-        _, mcs = per_seed(mc)
+        ex, mcs = per_seed(exact), per_seed(mc)
         n = min(ex.shape[1], mcs.shape[1])
         ref, mean = ex[0, :n], mcs[:, :n].mean(0)
         se = mcs[:, :n].std(0, ddof=1) / np.sqrt(len(mcs)) if len(mcs) > 1 else np.zeros(n)
@@ -201,7 +187,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
     t0 = time.time()
     rows: dict[str, list] = defaultdict(list)
     arrays: dict[str, np.ndarray] = {}
-    points = []
+    points, hists = [], {}
     for glabel, gover in grid_points(cfg):
         for method in methods:
             over = {**gover, **method.overrides}
@@ -217,7 +203,8 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
                                        setup.tasks, None, setup.keys, tick)
             wall = time.time() - start
             history_rows(rd.run_id, label, setup.seeds, hist, rows)
-            point = summarise(label, method, pcfg, setup, hist, rows, wall)
+            point = summarise(label, method, pcfg, setup, hist, wall)
+            hists[label] = hist
             point["grid"] = gover
             points.append(point)
             for i, seed in enumerate(setup.seeds):
@@ -232,7 +219,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
     ex = [p for p in points if p["oracle"] == "population"]
     mc = [p for p in points if p["oracle"] == "sampled"]
     if ex and mc:
-        result["tracking"] = tracking(rows, ex[0], mc[0])
+        result["tracking"] = tracking(hists[ex[0]["point"]], hists[mc[0]["point"]])
         result["speed_ratio"] = mc[0]["wall_s"] / ex[0]["wall_s"]
     if cfg.experiment == "huang-phase-scaling":
         result.update(phase_scaling(points))
