@@ -110,9 +110,9 @@ def test_one_seed_diverges_the_others_finish():
     from icldyn.train.loop import train
 
     cfg = get("goel-convergence").config({"seeds": 1, "train": {"steps": 100, "log_every": 10}}, quick=True)
-    setup = build(cfg, [10.0, 80.0])  # η = 80 diverges, η = 10 converges (one program)
+    setup = build(cfg)  # η = 80 diverges, η = 10 converges (one program, a learning-rate axis)
     params, hist = train(setup.problem, setup.opt, setup.tasks, None, setup.keys, steps=100, log_every=10,
-                         max_loss=cfg.train.max_loss)
+                         max_loss=cfg.train.max_loss, lrs=[10.0, 80.0])
     assert list(hist.diverged_at) == [1] and hist.steps[-1] == 100
     assert np.isfinite(hist.metrics[-1]["excess_loss"][0]) and hist.metrics[-1]["excess_loss"][0] < 1e-8
     assert all(np.all(np.isfinite(np.asarray(leaf))) for leaf in jax.tree.leaves(params))  # last finite kept

@@ -1,6 +1,8 @@
-"""Sweeps (issue #7, local backend): every grid point a run directory, a record, resume skips finished points."""
+"""Sweeps (issue #7): every grid point a run directory, a record, learning rates as one program, resume skips
+finished points, the Ray backend gives the local numbers."""
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -19,9 +21,22 @@ def test_sweep_runs_grid_records_and_resumes(tmp_path):
     rec_path = next((tmp_path / "sweeps").glob("*.json"))
     record = json.loads(rec_path.read_text())
     assert len(record["points"]) == 6 and all(p["status"] == "finished" for p in record["points"])
+    assert [p["job_size"] for p in record["points"]] == [2] * 6  # the two rates of each n: one program
     for p in record["points"]:
         summary = json.loads((tmp_path / p["run_id"] / "summary.json").read_text())
         assert summary["points"][0]["n"] == p["overrides"]["data.n"]
+        assert len(summary["figures"]) == len(list((tmp_path / p["run_id"] / "figures").glob("*.png"))) > 0
+    # a point trained on the learning-rate axis gives the numbers of the same config run alone (float32;
+    # XLA may order a batched reduction differently, hence not bit-identical)
+    point = next(p for p in record["points"] if p["overrides"] == {"train.lr": 0.02, "data.n": 10})
+    alone = tmp_path / "alone"
+    res = cli.invoke(app, ["run", "quickstart", *TINY, "--set", "train.lr=0.02", "--set", "data.n=10",
+                           "--out", str(alone)])
+    assert res.exit_code == 0, res.output
+    grouped, single = (_metrics(path) for path in (tmp_path / point["run_id"], next(alone.iterdir())))
+    assert grouped.keys() == single.keys() and len(grouped) == 32  # 3 logs × 2 seeds, 4 + 6 metrics
+    for key, value in single.items():
+        assert abs(grouped[key] - value) <= 1e-5 * abs(value) + 1e-7, key
     # the tidy table a figure needs: final test loss per (lr, n), via the sweeps table
     _, rows = query(tmp_path, "SELECT lr.value, n.value, avg(m.value) FROM metrics m "
                               "JOIN sweeps lr ON lr.run_id = m.run_id AND lr.key = 'train.lr' "
@@ -39,6 +54,13 @@ def test_sweep_runs_grid_records_and_resumes(tmp_path):
     for i, p in enumerate(after["points"]):
         assert p["status"] == "finished"
         assert (p["run_id"] == done[i]) == (i not in (1, 4))  # only the two unfinished points ran again
+
+
+def _metrics(run: Path) -> dict:
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(run / "metrics.parquet").to_pydict()
+    return {(pt, sd, st, m): v for pt, sd, st, m, v in zip(t["point"], t["seed"], t["step"], t["metric"], t["value"])}
 
 
 def test_bad_sweep_input_is_one_line(tmp_path):
@@ -84,7 +106,7 @@ def test_killed_sweep_resumed_reruns_only_unfinished_points(tmp_path):
     import sys
     import time
 
-    args = ["sweep", "quickstart", "--grid", "train.lr=0.01,0.02,0.03,0.04", *TINY, "--out", str(tmp_path)]
+    args = ["sweep", "quickstart", "--grid", "seed=1,2,3,4", *TINY, "--out", str(tmp_path)]  # four jobs
     proc = subprocess.Popen([sys.executable, "-c", "from icldyn.cli import main; main()", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300

@@ -28,19 +28,33 @@ def execute(cfg: RunConfig, store: str | Path, reporter: Reporter | None = None,
             resume: RunDir | None = None) -> tuple[RunDir, dict[str, Any]]:
     """Run ``cfg`` into a new run directory, or continue the interrupted ``resume`` (its points restart from
     their checkpoints; finished points are restored, not retrained)."""
-    exp = get(cfg.experiment)
-    if resume is None:
-        rd = RunDir.create(store, cfg.experiment)
-        rd.write_config(cfg)
-    else:
-        rd = resume
-    result = exp.runner(cfg, rd, reporter or SilentReporter())
-    summary = {"run_id": rd.run_id, "experiment": cfg.experiment, "paper": exp.paper,
-               "description": exp.description, "versions": versions(), **result}
-    rd.write_report(report(cfg, summary))
-    rd.write_summary(summary)  # last: a run directory with summary.json is finished
-    rd.finish()
-    return rd, summary
+    return execute_group([cfg], store, reporter, [resume])[0]
+
+
+def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter | None = None,
+                  resume: list[RunDir | None] | None = None) -> list[tuple[RunDir, dict[str, Any]]]:
+    """Run configs that differ only in ``train.lr`` as one program (the recipe's group runner), each into its
+    own run directory (new, or the interrupted one given in ``resume``)."""
+    exp = get(cfgs[0].experiment)
+    if len(cfgs) > 1 and exp.group_runner is None:
+        raise ValueError(f"{exp.name} has no group runner: run its configs one by one")
+    rds = []
+    for cfg, rd in zip(cfgs, resume or [None] * len(cfgs)):
+        if rd is None:
+            rd = RunDir.create(store, cfg.experiment)
+            rd.write_config(cfg)
+        rds.append(rd)
+    reporter = reporter or SilentReporter()
+    results = exp.group_runner(cfgs, rds, reporter) if len(cfgs) > 1 else [exp.runner(cfgs[0], rds[0], reporter)]
+    out = []
+    for cfg, rd, result in zip(cfgs, rds, results):
+        summary = {"run_id": rd.run_id, "experiment": cfg.experiment, "paper": exp.paper,
+                   "description": exp.description, "versions": versions(), **result}
+        rd.write_report(report(cfg, summary))
+        rd.write_summary(summary)  # last: a run directory with summary.json is finished
+        rd.finish()
+        out.append((rd, summary))
+    return out
 
 
 def markdown_table(table: dict[str, Any]) -> list[str]:

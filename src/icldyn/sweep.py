@@ -4,14 +4,18 @@ Every point of the grid's product is a normal run directory in the store; the sw
 ``<store>/sweeps/<sweep_id>.json`` (the target, the axes, each point's overrides, run id and status),
 rewritten atomically after every point, so a killed sweep resumed with ``--resume SWEEP_ID`` reruns only
 the points without a finished run (on the local backend a point killed mid-training continues from its
-checkpoints). Points are run in an order that keeps equal shapes together; runs that differ only in
-hyper-parameters held in the optimiser state (the learning rate) reuse one compiled program through the
-persistent compilation cache.
+checkpoints).
 
-With ``backend="ray"`` each point is a Ray task declaring its CPU (``train.threads``) and GPU needs; the
-task runs the point into a private temporary store and returns the run directory's files, which the
-driver writes into the store (published by one rename). ``ray.init()`` starts a local instance unless an
-``address`` of an existing cluster is given.
+Points are grouped into jobs: points whose configs differ only in ``train.lr`` are one job when the
+recipe has a group runner (the Ahn recipes) — one compiled program with a learning-rate axis
+(:func:`icldyn.train.loop.train` with ``lrs``), the rates sharing every seed's batches, held-out sets and
+baselines — and every other point is a job of its own. Jobs run in an order that keeps equal shapes
+together, so later jobs reuse compiled programs through the persistent compilation cache.
+
+With ``backend="ray"`` each job is a Ray task declaring its CPU (``train.threads``) and GPU needs; the
+task runs the job into a private temporary store and returns its run directories' files, which the
+driver writes into the store (each published by one rename). ``ray.init()`` starts a local instance
+unless an ``address`` of an existing cluster is given.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 
 from icldyn.config import ConfigError, RunConfig, _SECTIONS, build, parse_value, set_dotted
 from icldyn.experiments import Reporter, SilentReporter, get
-from icldyn.runs import execute
+from icldyn.runs import execute_group
 from icldyn.store import RunDir, StoreError, write_json
 
 TOP_LEVEL = ("seeds", "seed")
@@ -70,6 +74,17 @@ def _shape_key(cfg: RunConfig) -> str:
     return json.dumps(dump, sort_keys=True)
 
 
+def jobs(configs: list[RunConfig], todo: list[int]) -> list[list[int]]:
+    """The points ``todo`` as jobs: those differing only in ``train.lr`` together where the recipe has a
+    group runner (and its own grid does not set the rate), every other point alone; equal shapes adjacent."""
+    groups: dict[str, list[int]] = {}
+    for i in sorted(todo, key=lambda i: _shape_key(configs[i])):
+        cfg = configs[i]
+        groupable = get(cfg.experiment).group_runner is not None and "train.lr" not in cfg.grid
+        groups.setdefault(_shape_key(cfg) if groupable else f"{_shape_key(cfg)}#{i}", []).append(i)
+    return list(groups.values())
+
+
 def _record_path(store: Path, sweep_id: str) -> Path:
     return store / "sweeps" / f"{sweep_id}.json"
 
@@ -81,14 +96,15 @@ def load_record(store: str | Path, sweep_id: str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def run_point_files(cfg_raw: dict[str, Any]) -> tuple[str, dict[str, bytes]]:
-    """A Ray task's body: run one point into a private temporary store; return its run id and files."""
+def run_job_files(cfg_raws: list[dict[str, Any]]) -> list[tuple[str, dict[str, bytes]]]:
+    """A Ray task's body: run one job into a private temporary store; return each run's id and files."""
     from icldyn.runtime import setup_jax
 
     setup_jax()
     with tempfile.TemporaryDirectory() as tmp:
-        rd, _ = execute(build(cfg_raw), tmp)
-        return rd.run_id, {str(p.relative_to(rd.path)): p.read_bytes() for p in rd.path.rglob("*") if p.is_file()}
+        done = execute_group([build(raw) for raw in cfg_raws], tmp)
+        return [(rd.run_id, {str(p.relative_to(rd.path)): p.read_bytes() for p in rd.path.rglob("*") if p.is_file()})
+                for rd, _ in done]
 
 
 def publish(store: Path, run_id: str, files: dict[str, bytes]) -> None:
@@ -101,7 +117,7 @@ def publish(store: Path, run_id: str, files: dict[str, bytes]) -> None:
 
 
 def _ray_runner(address: str | None):
-    """(submit, wait) over Ray: submit(cfg) -> future; wait(futures) -> (done future, (run_id, files))."""
+    """(submit, wait) over Ray: submit(cfgs) -> future; wait(futures) -> (done future, [(run_id, files)])."""
     try:
         import ray
     except ImportError:
@@ -114,9 +130,9 @@ def _ray_runner(address: str | None):
             include_dashboard=False, log_to_driver=False)
     gpus = 1 if jax.default_backend() == "gpu" else 0
 
-    def submit(cfg: RunConfig):
-        task = ray.remote(num_cpus=cfg.train.threads, num_gpus=gpus)(run_point_files)
-        return task.remote(cfg.model_dump())
+    def submit(cfgs: list[RunConfig]):
+        task = ray.remote(num_cpus=cfgs[0].train.threads, num_gpus=gpus)(run_job_files)
+        return task.remote([cfg.model_dump() for cfg in cfgs])
 
     def wait(futures):
         (done,), _ = ray.wait(list(futures), num_returns=1)
@@ -147,39 +163,45 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
         run_id = record["points"][i]["run_id"]
         return bool(run_id) and (store / run_id / "summary.json").is_file()
 
-    order = [i for i in sorted(range(len(configs)), key=lambda i: _shape_key(configs[i][1])) if not finished_run(i)]
-    finished = len(configs) - len(order)
+    todo = jobs([cfg for _, cfg in configs], [i for i in range(len(configs)) if not finished_run(i)])
+    finished = len(configs) - sum(map(len, todo))
     overall = (reporter or SilentReporter()).start(f"sweep {record['sweep_id']}", len(configs))
     overall(finished, {})
+
+    def done(job: list[int], runs: list[tuple[str, str]], start: float) -> None:
+        nonlocal finished
+        for i, (run_id, status) in zip(job, runs):
+            record["points"][i].update({"run_id": run_id, "status": status, "wall_s": time.time() - start,
+                                        "job_size": len(job)})
+        write_json(path, record)
+        finished += len(job)
+        overall(finished, {})
+
     if backend == "ray":
         submit, wait, close = _ray_runner(address)
         try:
-            futures = {submit(configs[i][1]): (i, time.time()) for i in order}
+            futures = {submit([configs[i][1] for i in job]): (job, time.time()) for job in todo}
             while futures:
-                done, (run_id, files) = wait(futures)
-                i, start = futures.pop(done)
-                publish(store, run_id, files)
-                status = json.loads(files["summary.json"])["status"]
-                record["points"][i].update({"run_id": run_id, "status": status, "wall_s": time.time() - start})
-                write_json(path, record)
-                finished += 1
-                overall(finished, {})
+                future, results = wait(futures)
+                job, start = futures.pop(future)
+                for run_id, files in results:
+                    publish(store, run_id, files)
+                done(job, [(run_id, json.loads(files["summary.json"])["status"]) for run_id, files in results], start)
         finally:
             close()
         return record
-    for i in order:
+    for job in todo:
         start = time.time()
-        point, cfg = record["points"][i], configs[i][1]
-        if point["run_id"] and (store / point["run_id"] / "config.toml").is_file():
-            rd = RunDir.open(store / point["run_id"])  # interrupted mid-point: continue from its checkpoints
-        else:
-            rd = RunDir.create(store, cfg.experiment)
-            rd.write_config(cfg)
-            point.update({"run_id": rd.run_id, "status": "running"})
-            write_json(path, record)
-        rd, summary = execute(cfg, store, reporter, resume=rd)
-        record["points"][i].update({"run_id": rd.run_id, "status": summary["status"], "wall_s": time.time() - start})
+        rds = []
+        for i in job:
+            point, cfg = record["points"][i], configs[i][1]
+            if point["run_id"] and (store / point["run_id"] / "config.toml").is_file():
+                rds.append(RunDir.open(store / point["run_id"]))  # interrupted mid-job: continue from checkpoints
+            else:
+                rds.append(RunDir.create(store, cfg.experiment))
+                rds[-1].write_config(cfg)
+                point.update({"run_id": rds[-1].run_id, "status": "running"})
         write_json(path, record)
-        finished += 1
-        overall(finished, {})
+        results = execute_group([configs[i][1] for i in job], store, reporter, rds)
+        done(job, [(rd.run_id, summary["status"]) for rd, summary in results], start)
     return record

@@ -17,7 +17,7 @@ import numpy as np
 
 from icldyn.config import ConfigError, RunConfig, build, merge
 from icldyn.store import RunDir
-from icldyn.train.loop import History, train
+from icldyn.train.loop import History, split_slots, train
 
 
 class Reporter(Protocol):
@@ -39,6 +39,8 @@ class Experiment:
     runner: Callable[..., dict[str, Any]]  # (cfg, run_dir, reporter) -> summary
     defaults: dict[str, Any] = field(default_factory=dict)
     quick: dict[str, Any] = field(default_factory=dict)
+    # (cfgs, run_dirs, reporter) -> summaries: runs that differ only in train.lr as one program (sweeps)
+    group_runner: Callable[..., list[dict[str, Any]]] | None = None
 
     def config(self, overrides: dict[str, Any] | None = None, *, quick: bool = False) -> RunConfig:
         raw = merge(self.defaults, self.quick) if quick else dict(self.defaults)
@@ -114,28 +116,39 @@ def _unpack(z: dict[str, np.ndarray]) -> dict[str, Any]:
             "good": [z[f"good_{i}"] for i in range(count("good_"))], "history": hist, "done": int(z["done"])}
 
 
-def train_point(rd: RunDir, label: str, seeds: list[int], cfg: RunConfig, problem, opt, tasks, tests, keys,
-                tick: Callable[[int, dict], None]):
-    """:func:`~icldyn.train.loop.train` one grid point with the run directory's guarantees: every logged chunk
-    is flushed to ``metrics.parts/`` at once, a checkpoint is written every ``train.checkpoint_every``
-    seconds (and at the end of the point), and an earlier checkpoint of this point is resumed from."""
-    restore = rd.load_checkpoint(label)
+def train_point(targets: list[tuple[RunDir, str]], seeds: list[int], cfg: RunConfig, problem, opt, tasks, tests,
+                keys, tick: Callable[[int, dict], None], lrs: list[float] | None = None) -> list[tuple[Any, History]]:
+    """:func:`~icldyn.train.loop.train` one grid point with the run directories' guarantees, on a learning-rate
+    axis when ``lrs`` is given (one ``(run dir, label)`` target per rate; else one target at ``cfg.train.lr``).
+    Every logged chunk is flushed at once to each target's ``metrics.parts/``; a checkpoint of the whole
+    program is written to the first target every ``train.checkpoint_every`` seconds (and at the end), and
+    resumed from when it is of the same learning rates. Returns (params, history) per target."""
+    rd0, label0 = targets[0]
+    rates = list(lrs) if lrs is not None else [cfg.train.lr]
+    restore = rd0.load_checkpoint(label0)
+    if restore is not None and not np.array_equal(restore.get("lrs"), np.asarray(rates, np.float64)):
+        restore = None  # a checkpoint of another group of learning rates
     last = [time.monotonic()]
+    per_rate = len(seeds)
 
     def on_chunk(step: int, metrics: dict) -> None:
-        rows: dict[str, list] = defaultdict(list)
-        history_rows(rd.run_id, label, seeds, History([step], [metrics], {}), rows)
-        rd.write_metrics_part(label, step, rows)
+        for g, (rd, label) in enumerate(targets):
+            rows: dict[str, list] = defaultdict(list)
+            part = {k: v[g * per_rate:(g + 1) * per_rate] for k, v in metrics.items()}
+            history_rows(rd.run_id, label, seeds, History([step], [part], {}), rows)
+            rd.write_metrics_part(label, step, rows)
         tick(step, metrics)
 
     def snapshot(snap: dict) -> None:
         if snap["final"] or time.monotonic() - last[0] >= cfg.train.checkpoint_every:
-            rd.save_checkpoint(label, _pack(snap))
+            rd0.save_checkpoint(label0, {**_pack(snap), "lrs": np.asarray(rates, np.float64)})
             last[0] = time.monotonic()
 
-    return train(problem, opt, tasks, tests, keys, steps=cfg.train.steps, log_every=cfg.train.log_every,
-                 resample_every=cfg.data.resample_every, max_loss=cfg.train.max_loss, on_chunk=on_chunk,
-                 snapshot=snapshot, restore=None if restore is None else _unpack(restore))
+    params, hist = train(problem, opt, tasks, tests, keys, steps=cfg.train.steps, log_every=cfg.train.log_every,
+                         resample_every=cfg.data.resample_every, max_loss=cfg.train.max_loss, on_chunk=on_chunk,
+                         snapshot=snapshot, restore=None if restore is None else _unpack(restore),
+                         lrs=None if lrs is None else rates)
+    return [(params, hist)] if lrs is None else split_slots(params, hist, len(rates))
 
 
 def grid_points(cfg: RunConfig) -> list[tuple[str, dict[str, Any]]]:

@@ -36,14 +36,11 @@ def _mean(xs: list[float]) -> float:
     return float(np.mean(xs)) if xs else float("nan")
 
 
-def evaluate_point(cfg: RunConfig, setup: ahn_setup.Setup, hist: History) -> dict[str, Any]:
-    """Measured (final metrics per seed) beside theory (baselines, Theorem 1) for one grid point."""
+def theory_refs(cfg: RunConfig, setup: ahn_setup.Setup) -> list[dict[str, float]]:
+    """Per seed: the baselines on its held-out prompts and, for L = 1, Theorem 1 (independent of training)."""
     L, n = cfg.model.layers, cfg.data.n
-    seeds = []
-    for i, seed in enumerate(setup.seeds):
-        # a diverged seed reports its last finite row (the one before the step it diverged at)
-        j = len(hist.steps) - 1 if i not in hist.diverged_at else max(hist.steps.index(hist.diverged_at[i]) - 1, 0)
-        last = {k: float(v[i]) for k, v in hist.metrics[j].items()}
+    refs = []
+    for i in range(len(setup.seeds)):
         task = jax.tree.map(lambda a: np.asarray(a[i], np.float64), setup.tasks)
         ref = theory.baselines(*setup.val_prompts[i], *setup.test_prompts[i], task.sigma, L)
         if L == 1:  # Theorem 1, for this seed's Σ and task prior; Γ* also on the same held-out prompts
@@ -51,54 +48,80 @@ def evaluate_point(cfg: RunConfig, setup: ahn_setup.Setup, hist: History) -> dic
             ref["optimal_loss"] = theory.one_layer_loss(G, task.sigma, n, w_covariance(task), cfg.data.noise_std)
             X, y = setup.test_prompts[i]
             ref["optimal_test_loss"] = theory.mse(theory.preconditioned_gd(X, y, [G.T]), y)
+        refs.append(ref)
+    return refs
+
+
+def evaluate_point(cfg: RunConfig, seeds: list[int], hist: History, refs: list[dict]) -> dict[str, Any]:
+    """Measured (final metrics per seed) beside theory (``refs``: :func:`theory_refs`) for one grid point."""
+    out_seeds = []
+    for i, seed in enumerate(seeds):
+        # a diverged seed reports its last finite row (the one before the step it diverged at)
+        j = len(hist.steps) - 1 if i not in hist.diverged_at else max(hist.steps.index(hist.diverged_at[i]) - 1, 0)
+        last = {k: float(v[i]) for k, v in hist.metrics[j].items()}
         status = "diverged" if i in hist.diverged_at else "finished"
-        seeds.append({"seed": seed, "status": status, "diverged_at": hist.diverged_at.get(i),
-                      "final": last, "theory": ref})
-    finished = [s for s in seeds if s["status"] == "finished"]
-    final_mean = {k: _mean([s["final"].get(k) for s in finished]) for k in seeds[0]["final"]}
+        out_seeds.append({"seed": seed, "status": status, "diverged_at": hist.diverged_at.get(i),
+                          "final": last, "theory": refs[i]})
+    finished = [s for s in out_seeds if s["status"] == "finished"]
+    final_mean = {k: _mean([s["final"].get(k) for s in finished]) for k in out_seeds[0]["final"]}
+    L = cfg.model.layers
     norms = [final_mean[f"norm_A{ell}"] for ell in range(L)]
-    out = {"layers": L, "n": n, "parameterization": cfg.model.parameterization, "seeds": seeds,
+    out = {"layers": L, "n": cfg.data.n, "parameterization": cfg.model.parameterization, "seeds": out_seeds,
            "test_loss": final_mean["test_loss"],
            "test_loss_std": float(np.std([s["final"]["test_loss"] for s in finished])) if finished else float("nan"),
            "final_mean": final_mean,
            "norms_increasing": bool(all(a <= b for a, b in zip(norms, norms[1:])))}  # ‖A₀‖ ≤ ‖A₁‖ ≤ … (Thm 4 fig.)
-    for key in seeds[0]["theory"]:
-        out[key] = _mean([s["theory"][key] for s in seeds])
+    for key in refs[0]:
+        out[key] = _mean([r[key] for r in refs])
     return out
 
 
 def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> dict[str, Any]:
-    """Train every grid point (all seeds in one program), writing metrics after each point."""
+    return run_group([cfg], [rd], reporter)[0]
+
+
+def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter) -> list[dict[str, Any]]:
+    """Train every grid point (all seeds in one program) of runs that differ at most in ``train.lr``: their
+    rates are one learning-rate axis of that program, sharing each seed's batches, held-out sets and
+    baselines; each run's directory gets its own metrics, parameters, figures and summary."""
     t0 = time.time()
-    rows: dict[str, list] = defaultdict(list)
-    arrays: dict[str, np.ndarray] = {}
-    points = []
+    cfg = cfgs[0]
+    lrs = [c.train.lr for c in cfgs] if len(cfgs) > 1 else None
+    rows: list[dict[str, list]] = [defaultdict(list) for _ in rds]
+    arrays: list[dict[str, np.ndarray]] = [{} for _ in rds]
+    points: list[list[dict]] = [[] for _ in rds]
     for label, over in grid_points(cfg):
         pcfg = with_overrides(cfg, over)
         setup = ahn_setup.build(pcfg)
-        tick = reporter.start(label or cfg.experiment, pcfg.train.steps)
-        params, hist = train_point(rd, label, setup.seeds, pcfg, setup.problem, build_optimizer(pcfg.train),
-                                   setup.tasks, setup.tests, setup.keys, tick)
-        history_rows(rd.run_id, label, setup.seeds, hist, rows)
-        rd.write_metrics(rows)
-        rd.clear_parts(label)
-        point = {"point": label, "overrides": over, **evaluate_point(pcfg, setup, hist)}
-        A, B = jax.vmap(setup.model.A)(params), jax.vmap(setup.model.B)(params)
-        for i, seed in enumerate(setup.seeds):
-            prefix = f"{label}/seed{seed}/" if label else f"seed{seed}/"
-            for name, leaf in params.items():
-                arrays[prefix + name] = np.asarray(leaf[i])
-            arrays[prefix + "sigma"] = np.asarray(setup.tasks.sigma[i])
-            point["seeds"][i]["A"] = np.asarray(A[i]).tolist()
-            point["seeds"][i]["B"] = np.asarray(B[i]).tolist()
-            point["seeds"][i]["sigma_sqrt"] = np.asarray(setup.tasks.sigma_sqrt[i]).tolist()
-        points.append(point)
-        rd.write_params(arrays)  # after every point: an interrupted run keeps what it finished
-    figures = plots.ahn_figures(cfg, points, rows, rd)
-    statuses = {s["status"] for p in points for s in p["seeds"]}
-    return {"points": points, "figures": figures, "wall_s": time.time() - t0,
-            "status": "finished" if statuses == {"finished"} else "diverged",
-            "table": table(points), "report_lines": report_lines(points)}
+        name = label or cfg.experiment
+        tick = reporter.start(name if lrs is None else f"{name} ({len(lrs)} learning rates)", pcfg.train.steps)
+        trained = train_point([(rd, label) for rd in rds], setup.seeds, pcfg, setup.problem,
+                              build_optimizer(pcfg.train), setup.tasks, setup.tests, setup.keys, tick, lrs)
+        refs = theory_refs(pcfg, setup)
+        for g, (rd, (params, hist)) in enumerate(zip(rds, trained)):
+            history_rows(rd.run_id, label, setup.seeds, hist, rows[g])
+            rd.write_metrics(rows[g])
+            rd.clear_parts(label)
+            point = {"point": label, "overrides": over, **evaluate_point(pcfg, setup.seeds, hist, refs)}
+            A, B = jax.vmap(setup.model.A)(params), jax.vmap(setup.model.B)(params)
+            for i, seed in enumerate(setup.seeds):
+                prefix = f"{label}/seed{seed}/" if label else f"seed{seed}/"
+                for key, leaf in params.items():
+                    arrays[g][prefix + key] = np.asarray(leaf[i])
+                arrays[g][prefix + "sigma"] = np.asarray(setup.tasks.sigma[i])
+                point["seeds"][i]["A"] = np.asarray(A[i]).tolist()
+                point["seeds"][i]["B"] = np.asarray(B[i]).tolist()
+                point["seeds"][i]["sigma_sqrt"] = np.asarray(setup.tasks.sigma_sqrt[i]).tolist()
+            points[g].append(point)
+            rd.write_params(arrays[g])  # after every point: an interrupted run keeps what it finished
+    out = []
+    figures = plots.draw_many(plots.ahn_figures, list(zip(cfgs, points, rows, rds)))
+    for pts, figs in zip(points, figures):
+        statuses = {s["status"] for p in pts for s in p["seeds"]}
+        out.append({"points": pts, "figures": figs, "wall_s": time.time() - t0,
+                    "status": "finished" if statuses == {"finished"} else "diverged",
+                    "table": table(pts), "report_lines": report_lines(pts)})
+    return out
 
 
 THEORY_KEYS = ("optimal_loss", "gd", "pgd", "ols")
@@ -136,7 +159,7 @@ def report_lines(points: list[dict]) -> list[str]:
 register(Experiment(
     "quickstart", "ahn",
     "a 1-layer model learns Theorem 1's optimum; a 3-layer model beats 3 steps of tuned GD",
-    run,
+    run, group_runner=run_group,
     defaults={"grid": {"model.layers": [1, 3]},
               "data": {"d": 5, "n": 20, "covariance": "eigenvalues", "eigenvalues": [2.0, 1.0, 0.5, 0.25, 0.1],
                        "w_prior": "identity", "test_size": 50_000},
@@ -146,7 +169,7 @@ register(Experiment(
 register(Experiment(
     "ahn-loss-vs-layers", "ahn",
     "L = 1…4 trained transformer vs L-step GD / preconditioned GD (paper Fig. 7)",
-    run,
+    run, group_runner=run_group,
     defaults={"seeds": 5, "grid": {"model.layers": [1, 2, 3, 4]}, "data": OFFICIAL_DATA,
               "model": {"parameterization": "relaxed", "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.01, "decay_every": 4000, "steps": 20_000}},
@@ -156,7 +179,7 @@ register(Experiment(
 register(Experiment(
     "ahn-loss-vs-n", "ahn",
     "3-layer trained transformer vs 3-step GD / preconditioned GD / OLS over n = 2…20 (paper Fig. 6)",
-    run,
+    run, group_runner=run_group,
     defaults={"seeds": 5, "grid": {"data.n": [2, 4, 6, 8, 10, 12, 14, 16, 18, 20]},
               "data": {**OFFICIAL_DATA, "resample_every": 1},
               "model": {"layers": 3, "parameterization": "relaxed", "init_std": 1e-4},
@@ -169,7 +192,7 @@ register(Experiment(
 register(Experiment(
     "ahn-structure", "ahn",
     "sparse (Thm 3) and relaxed (Thm 4) models: distances to Σ⁻¹ and I over training, heat maps, ‖A_ℓ‖ order",
-    run,
+    run, group_runner=run_group,
     defaults={"seeds": 5, "grid": {"model.parameterization": ["sparse", "relaxed"]}, "data": OFFICIAL_DATA,
               "model": {"layers": 3, "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.02, "decay_every": 2000, "steps": 30_000}},

@@ -3,8 +3,8 @@
 with and without the preconditioner (goel-conditioning).
 
 Each recipe trains a list of *methods* (named config overrides) at every grid point. A method with
-several learning rates trains them as extra slots of one vmapped program (the lr is part of each
-slot's task) and reports the best one ("tuned").
+several learning rates trains them on the trainer's learning-rate axis (one vmapped program) and
+reports the best one ("tuned").
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ TARGET = 1e-8  # excess population loss the convergence recipes time
 
 
 class GoelTask(NamedTuple):
-    """One slot's data law, initial-sample statistics and learning rate (a pytree, stacked over slots)."""
+    """One seed's data law and initial-sample statistics (a pytree, stacked over seeds)."""
 
     sigma: jax.Array
     sigma_sqrt: jax.Array
@@ -42,7 +42,6 @@ class GoelTask(NamedTuple):
     sigma_hat: jax.Array  # Σ̂ of the initial sample (spectral init, P̂)
     sigma_hat_inv: jax.Array
     M_hat: jax.Array  # OLS estimate from the initial sample
-    lr: jax.Array
 
 
 class Setup(NamedTuple):
@@ -50,7 +49,7 @@ class Setup(NamedTuple):
     opt: Any  # task -> optax transform
     tasks: GoelTask
     keys: jax.Array
-    slots: list[tuple[int, float]]  # (seed, lr) per slot
+    seeds: list[int]
     assumptions: list[dict]  # per seed
 
 
@@ -61,20 +60,17 @@ def initial_sample(task: RegressionTask, seed: int, n: int):
     return theory.sample_moments(X[0], Y[0])
 
 
-def build(cfg: RunConfig, lrs: list[float] | None = None) -> Setup:
-    """Slots = seeds × learning rates, each with its task and initial-sample statistics; and the Problem."""
+def build(cfg: RunConfig) -> Setup:
+    """Every seed's task and initial-sample statistics, and the Problem."""
     dtype = jnp.float64 if cfg.train.dtype == "float64" else jnp.float32
     d, train_cfg = cfg.data, cfg.train
     model = SoftmaxRegressor(d.d, d.p, cfg.model.init_std)
     seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
-    lrs = lrs or [train_cfg.lr]
-    slots = [(s, lr) for lr in lrs for s in seeds]
     base = {s: make_regression_task(d, s) for s in seeds}
     stats = {s: initial_sample(base[s], s, d.n) for s in seeds}
-    tasks = [GoelTask(*base[s], stats[s][0], np.linalg.inv(stats[s][0]), stats[s][1], np.asarray(lr))
-             for s, lr in slots]
+    tasks = [GoelTask(*base[s], stats[s][0], np.linalg.inv(stats[s][0]), stats[s][1]) for s in seeds]
     tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks)
-    keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s, _ in slots])
+    keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
     lam = train_cfg.regularizer
 
     def init(task: GoelTask, key):
@@ -106,11 +102,10 @@ def build(cfg: RunConfig, lrs: list[float] | None = None) -> Setup:
                 "p_distance": theory.project(A, B, task.M, task.sigma).distance}
 
     def opt(task: GoelTask):
-        return build_optimizer(train_cfg, lr=task.lr,
-                               sigma_hat_inv=task.sigma_hat_inv if train_cfg.precondition else None)
+        return build_optimizer(train_cfg, sigma_hat_inv=task.sigma_hat_inv if train_cfg.precondition else None)
 
     problem = Problem(init=init, sample=sample, loss=loss, evaluate=evaluate, seed_map="vmap")
-    return Setup(problem, opt, tasks, keys, slots, [theory.assumptions(base[s].M, base[s].sigma) for s in seeds])
+    return Setup(problem, opt, tasks, keys, seeds, [theory.assumptions(base[s].M, base[s].sigma) for s in seeds])
 
 
 class Method(NamedTuple):
@@ -136,11 +131,6 @@ CONVERGENCE_METHODS = (
 ALGORITHM1 = (Method("algorithm 1", {}),)
 CONDITIONING_METHODS = (Method("algorithm 1", {}, ETAS),
                         Method("no preconditioner", {"train.precondition": False}, ETAS))
-
-
-def _slot_history(hist: History, idx: list[int]) -> History:
-    return History(list(hist.steps), [{k: v[idx] for k, v in m.items()} for m in hist.metrics],
-                   {idx.index(i): s for i, s in hist.diverged_at.items() if i in idx})
 
 
 def summarise(label: str, method: Method, pcfg: RunConfig, lr: float, seeds: list[int], hist: History,
@@ -190,25 +180,22 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
     for glabel, gover in grid_points(cfg):
         for method in methods:
             pcfg = with_overrides(cfg, {**gover, **method.overrides})
-            setup = build(pcfg, list(method.lrs) or None)
+            setup = build(pcfg)
             name = ", ".join(x for x in (glabel, method.name) if x)
             tick = reporter.start(name, pcfg.train.steps)
             start = time.time()
-            # while a point trains, its flushed chunks number the slots (seed × lr) 0, 1, …
-            params, hist = train_point(rd, name, list(range(len(setup.slots))), pcfg, setup.problem, setup.opt,
-                                       setup.tasks, None, setup.keys, tick)
+            rates = method.lrs or (pcfg.train.lr,)
+            labels = [name + (f" (lr={lr:g})" if method.lrs else "") for lr in rates]
+            trained = train_point([(rd, label) for label in labels], setup.seeds, pcfg, setup.problem, setup.opt,
+                                  setup.tasks, None, setup.keys, tick, list(method.lrs) or None)
             wall = time.time() - start
             checks += [a for a in setup.assumptions if a not in checks]
             tuned = []
-            for lr in method.lrs or (pcfg.train.lr,):
-                idx = [i for i, slot in enumerate(setup.slots) if slot[1] == lr]
-                seeds = [setup.slots[i][0] for i in idx]
-                label = name + (f" (lr={lr:g})" if method.lrs else "")
-                slot_hist = _slot_history(hist, idx)
-                history_rows(rd.run_id, label, seeds, slot_hist, rows)
-                point = summarise(label, method, pcfg, lr, seeds, slot_hist, wall)
+            for lr, label, (params, hist) in zip(rates, labels, trained):
+                history_rows(rd.run_id, label, setup.seeds, hist, rows)
+                point = summarise(label, method, pcfg, lr, setup.seeds, hist, wall)
                 point["grid"] = gover
-                for i, seed in zip(idx, seeds):
+                for i, seed in enumerate(setup.seeds):
                     for k, leaf in params.items():
                         arrays[f"{label}/seed{seed}/{k}"] = np.asarray(leaf[i])
                 tuned.append(point)
@@ -218,7 +205,8 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
                     p["tuned_best"] = p is best
             points += tuned
             rd.write_metrics(rows)
-            rd.clear_parts(name)
+            for label in labels:
+                rd.clear_parts(label)
             rd.write_params(arrays)
     warnings = sorted({w for a in checks for w in a["warnings"]})
     # a learning rate that diverges while being tuned is a tuning result, not a failed run

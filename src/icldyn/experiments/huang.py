@@ -199,8 +199,8 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
             label = ", ".join(x for x in (glabel, method.name) if x)
             tick = reporter.start(label, pcfg.train.steps)
             start = time.time()
-            params, hist = train_point(rd, label, setup.seeds, pcfg, setup.problem, build_optimizer(pcfg.train),
-                                       setup.tasks, None, setup.keys, tick)
+            [(params, hist)] = train_point([(rd, label)], setup.seeds, pcfg, setup.problem,
+                                           build_optimizer(pcfg.train), setup.tasks, None, setup.keys, tick)
             wall = time.time() - start
             history_rows(rd.run_id, label, setup.seeds, hist, rows)
             point = summarise(label, method, pcfg, setup, hist, wall)

@@ -102,10 +102,24 @@ def _ptr(a: np.ndarray):
 def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarray, y: np.ndarray, *,
                       want_grad: bool = True, threads: int = 1, trained: tuple[np.ndarray, np.ndarray] | None = None):
     """Loss (1/B)Σ(z_L[d] + y)² and its gradient w.r.t. P, Q (each (..., L, H, D, D)); NumPy in and out.
-    Leading axes (seeds) broadcast; all seeds run in one call, spread over ``threads``. ``trained``:
-    (D, D) boolean masks of the P and Q entries whose gradient is wanted (others are returned as 0)."""
+    Leading axes (seeds) broadcast; all seeds run in one call, spread over ``threads``. Leading axes that only
+    the parameters have (copies of a seed at several learning rates, sharing its batch) are looped over
+    instead of copying the batch. ``trained``: (D, D) boolean masks of the P and Q entries whose gradient is
+    wanted (others are returned as 0)."""
     dtype = np.float64 if S.dtype == np.float64 else np.float32
     fn = library().lsa_f64 if dtype == np.float64 else library().lsa_f32
+    lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip((P, Q, S, zq, y), (4, 4, 3, 2, 1))))
+    data = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip((S, zq, y), (3, 2, 1))))
+    data = (1,) * (len(lead) - len(data)) + data
+    k = next((i for i, (a, b) in enumerate(zip(data, lead)) if a != 1 or b == 1), len(lead))
+    if k and data[k:] == lead[k:]:  # parameters-only leading axes: one kernel call per copy, same batch
+        Pb, Qb = (np.broadcast_to(a, lead + a.shape[-4:]).reshape((-1,) + lead[k:] + a.shape[-4:]) for a in (P, Q))
+        parts = [value_and_grad_np(Pc, Qc, S.reshape(S.shape[-3 - len(lead) + k:]) if S.ndim > 3 else S,
+                                   zq.reshape(zq.shape[-2 - len(lead) + k:]) if zq.ndim > 2 else zq,
+                                   y.reshape(y.shape[-1 - len(lead) + k:]) if y.ndim > 1 else y,
+                                   want_grad=want_grad, threads=threads, trained=trained) for Pc, Qc in zip(Pb, Qb)]
+        return tuple(np.stack([part[j] for part in parts]).reshape(lead + parts[0][j].shape[len(lead) - k:])
+                     for j in range(3))
     lead, (P, Q, S, zq, y) = _seeds([P, Q, S, zq, y], [4, 4, 3, 2, 1], dtype)
     ns, (L, H, D, _) = P.shape[0], P.shape[1:]
     loss, gP, gQ = np.zeros(ns, dtype), np.zeros_like(P), np.zeros_like(Q)

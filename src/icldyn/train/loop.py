@@ -18,6 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from icldyn.train.optimizers import LearningRateState
+
 PyTree = Any
 
 
@@ -58,6 +60,21 @@ def over_seeds(f: Callable, how: str = "map") -> Callable:
     return lambda *args: jax.lax.map(lambda a: f(*a), args)
 
 
+def over_slots(f: Callable, how: str, copies: int) -> Callable:
+    """``f(params, opt_state, *shared)`` over every slot: the first two arguments have ``copies × seeds``
+    rows (copy-major), the others ``seeds`` rows shared by every copy (its data, task and held-out set)."""
+    inner = over_seeds(f, how)
+    if copies == 1:
+        return inner
+
+    def outer(params, opt_state, *shared):
+        split = lambda t: jax.tree.map(lambda a: a.reshape((copies, -1) + a.shape[1:]), t)  # noqa: E731
+        out = jax.vmap(inner, in_axes=(0, 0) + (None,) * len(shared))(split(params), split(opt_state), *shared)
+        return jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), out)
+
+    return outer
+
+
 Optimizer = optax.GradientTransformation | Callable[[PyTree], optax.GradientTransformation]
 
 
@@ -66,9 +83,11 @@ def _opt_for(opt: Optimizer, task: PyTree) -> optax.GradientTransformation:
     return opt if isinstance(opt, optax.GradientTransformation) else opt(task)
 
 
-def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: int):
-    """(states, tasks, tests) -> (states, metrics): ``length`` optimiser steps of every seed."""
+def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: int, copies: int = 1):
+    """(states, tasks, tests) -> (states, metrics): ``length`` optimiser steps of every slot (``copies`` ×
+    seeds; the copies of a seed share its batches)."""
     seeds = lambda f: over_seeds(f, problem.seed_map)  # noqa: E731
+    slots = lambda f: over_slots(f, problem.seed_map, copies)  # noqa: E731
 
     def grad_step(params, opt_state, batch, task):
         loss, grads = jax.value_and_grad(problem.loss)(params, batch)
@@ -80,34 +99,63 @@ def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: in
         # seeds run in lockstep, so one scalar decides: a real branch, not a per-seed select
         batch = jax.lax.cond(state.step[0] % resample_every == 0,
                              lambda: seeds(problem.sample)(tasks, keys[:, 1]), lambda: state.batch)
-        params, opt_state, loss, gnorm = seeds(grad_step)(state.params, state.opt_state, batch, tasks)
+        params, opt_state, loss, gnorm = slots(grad_step)(state.params, state.opt_state, batch, tasks)
         return TrainState(params, opt_state, batch, keys[:, 0], state.step + 1), (loss, gnorm)
 
     def chunk(state: TrainState, tasks: PyTree, tests: PyTree):
         state, (losses, gnorms) = jax.lax.scan(lambda s, _: one_step(s, tasks), state, None, length=length)
-        metrics = seeds(problem.evaluate)(state.params, tasks, tests)
+        metrics = slots(lambda p, _, task, test: problem.evaluate(p, task, test))(state.params, (), tasks, tests)
         metrics = {"train_loss": losses[-1], "grad_norm": gnorms[-1], **metrics}
         return state, metrics
 
     return chunk
 
 
-def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array) -> TrainState:
+def set_learning_rates(opt_state: PyTree, lrs: jax.Array) -> PyTree:
+    """``opt_state`` (slots leading) with the learning rate of every :class:`LearningRateState` set to ``lrs``."""
+    found = []
+
+    def put(leaf):
+        if isinstance(leaf, LearningRateState):
+            found.append(leaf)
+            return LearningRateState(jnp.asarray(lrs, leaf.lr.dtype))
+        return leaf
+
+    opt_state = jax.tree.map(put, opt_state, is_leaf=lambda x: isinstance(x, LearningRateState))
+    if not found:
+        raise ValueError("a learning-rate axis needs an optimiser that keeps its rate in the state (scale_by_lr)")
+    return opt_state
+
+
+def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array,
+                lrs: list[float] | None = None) -> TrainState:
+    """Every seed's initial state; with ``lrs``, params and optimiser state repeated once per learning rate
+    (slot ``g · seeds + s``), the rate written into the optimiser state."""
     def init(task, key):
         k_init, k_batch, k_loop = jax.random.split(key, 3)
         params = problem.init(task, k_init)
         return TrainState(params, _opt_for(opt, task).init(params), problem.sample(task, k_batch), k_loop,
                           jnp.zeros((), jnp.int32))
 
-    return jax.jit(over_seeds(init, problem.seed_map))(tasks, keys)
+    state = jax.jit(over_seeds(init, problem.seed_map))(tasks, keys)
+    if lrs is None:
+        return state
+    tile = lambda t: jax.tree.map(lambda a: jnp.concatenate([a] * len(lrs)), t)  # noqa: E731
+    opt_state = set_learning_rates(tile(state.opt_state), np.repeat(np.asarray(lrs), len(keys)))
+    return state._replace(params=tile(state.params), opt_state=opt_state)
 
 
 def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: jax.Array, *,
           steps: int, log_every: int, resample_every: int = 1, max_loss: float = 1e6,
           on_chunk: Callable[[int, dict[str, np.ndarray]], None] | None = None,
           snapshot: Callable[[dict[str, Any]], None] | None = None,
-          restore: dict[str, Any] | None = None) -> tuple[PyTree, History]:
+          restore: dict[str, Any] | None = None, lrs: list[float] | None = None) -> tuple[PyTree, History]:
     """Train every seed (leading axis of ``tasks``, ``tests``, ``keys``) in one compiled program.
+
+    ``lrs``: a learning-rate axis — every seed trained at each rate in the same program, the rates sharing
+    the seed's batches (exactly the data an ungrouped run at that rate sees); params and metrics then have
+    ``len(lrs) × seeds`` slots, rate-major (:func:`split_slots`). The optimiser must hold its rate in its
+    state (:func:`~icldyn.train.optimizers.scale_by_lr`, as every ``build_optimizer`` does).
 
     Metrics are logged at step 0 and every ``log_every`` steps. A seed whose loss metric (any metric
     named ``*loss``) is non-finite or above ``max_loss``, or whose gradient norm is non-finite, is marked
@@ -117,13 +165,15 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     the remaining chunks are the same programs on the same state, so the result is bit-identical to an
     uninterrupted run. Returns (final params, history).
     """
-    state = init_states(problem, opt, tasks, keys)
-    evaluate = jax.jit(over_seeds(problem.evaluate, problem.seed_map))
+    copies = 1 if lrs is None else len(lrs)
+    n_slots = copies * len(keys)
+    state = init_states(problem, opt, tasks, keys, lrs)
+    evaluate = jax.jit(over_slots(lambda p, _, task, test: problem.evaluate(p, task, test), problem.seed_map, copies))
     history = History()
 
     def log(step: int, metrics: dict[str, jax.Array]) -> np.ndarray:
         m = {k: np.asarray(v) for k, v in metrics.items()}
-        for s in range(len(keys)):
+        for s in range(n_slots):
             losses = [m[k][s] for k in m if k.endswith("loss")]
             ok = all(np.isfinite(x) and x <= max_loss for x in losses)
             ok = ok and ("grad_norm" not in m or np.isfinite(m["grad_norm"][s]))
@@ -133,7 +183,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
         history.metrics.append(m)
         if on_chunk is not None:
             on_chunk(step, m)
-        return np.array([s not in history.diverged_at for s in range(len(keys))])
+        return np.array([s not in history.diverged_at for s in range(n_slots)])
 
     good_params, done = state.params, 0
     if restore is not None:
@@ -141,12 +191,12 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
         good_params = jax.tree.unflatten(jax.tree.structure(good_params), [jnp.asarray(x) for x in restore["good"]])
         history, done = restore["history"], restore["done"]
     else:
-        log(0, evaluate(state.params, tasks, tests))  # step 0: held-out metrics only
+        log(0, evaluate(state.params, (), tasks, tests))  # step 0: held-out metrics only
     chunks = {}
-    while done < steps and len(history.diverged_at) < len(keys):
+    while done < steps and len(history.diverged_at) < n_slots:
         length = min(log_every, steps - done)
         if length not in chunks:
-            chunks[length] = jax.jit(make_chunk(problem, opt, length, resample_every))
+            chunks[length] = jax.jit(make_chunk(problem, opt, length, resample_every, copies))
         state, metrics = chunks[length](state, tasks, tests)
         done += length
         alive = log(done, metrics)
@@ -155,5 +205,17 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
             state.params, good_params)
         if snapshot is not None:
             snapshot({"state": jax.tree.leaves(state), "good": jax.tree.leaves(good_params), "history": history,
-                      "done": done, "final": done >= steps or len(history.diverged_at) == len(keys)})
+                      "done": done, "final": done >= steps or len(history.diverged_at) == n_slots})
     return good_params, history
+
+
+def split_slots(params: PyTree, history: History, copies: int) -> list[tuple[PyTree, History]]:
+    """(params, history) of a ``lrs`` training → one (params, history) per learning rate, seeds leading."""
+    seeds = len(jax.tree.leaves(params)[0]) // copies
+    out = []
+    for g in range(copies):
+        rows = slice(g * seeds, (g + 1) * seeds)
+        hist = History(list(history.steps), [{k: v[rows] for k, v in m.items()} for m in history.metrics],
+                       {i - g * seeds: s for i, s in history.diverged_at.items() if g * seeds <= i < (g + 1) * seeds})
+        out.append((jax.tree.map(lambda a: a[rows], params), hist))
+    return out

@@ -38,9 +38,10 @@ class LearningRateState(NamedTuple):
     lr: jax.Array  # the peak learning rate, a value of the state rather than a constant of the program
 
 
-def scale_by_lr(lr: float) -> optax.GradientTransformation:
+def scale_by_lr(lr: float | jax.Array) -> optax.GradientTransformation:
     """Multiply updates by ``lr`` held in the optimiser state (in the parameters' dtype): programs for
-    different learning rates are then the same compiled program (a sweep over lr compiles once)."""
+    different learning rates are then the same compiled program, and a learning-rate axis is a vmapped
+    axis of the state (:func:`~icldyn.train.loop.train` with ``lrs``)."""
 
     def init(params):
         return LearningRateState(jnp.asarray(lr, jax.tree.leaves(params)[0].dtype))
@@ -52,32 +53,29 @@ def scale_by_lr(lr: float) -> optax.GradientTransformation:
     return optax.GradientTransformation(init, update)
 
 
-def schedule(cfg: TrainConfig, lr: float | jax.Array | None = None) -> optax.Schedule:
-    lr = cfg.lr if lr is None else lr
+def schedule(cfg: TrainConfig) -> optax.Schedule:
+    """The configured schedule at peak 1 (the peak rate is applied by :func:`scale_by_lr`)."""
     if cfg.schedule == "step":
-        return optax.exponential_decay(lr, cfg.decay_every, cfg.decay_factor, staircase=True)
+        return optax.exponential_decay(1.0, cfg.decay_every, cfg.decay_factor, staircase=True)
     if cfg.schedule == "cosine":
-        return optax.cosine_decay_schedule(lr, cfg.steps)
-    return optax.constant_schedule(lr)
+        return optax.cosine_decay_schedule(1.0, cfg.steps)
+    return optax.constant_schedule(1.0)
 
 
 def build_optimizer(cfg: TrainConfig, *, lr: float | jax.Array | None = None,
                     sigma_hat_inv: jax.Array | None = None) -> optax.GradientTransformation:
     """Clipping (optional), Goel's preconditioner (when ``sigma_hat_inv`` is given), then adam / adamw /
-    sgd(momentum) with the configured schedule. ``lr`` overrides ``cfg.lr`` and may be a traced
-    per-seed value (a learning-rate grid as one vmapped program); otherwise the schedule runs at peak 1
-    and ``cfg.lr`` scales the update from the optimiser state (every step of these optimisers is linear
-    in the learning rate), so runs that differ only in lr share one compiled program."""
-    injected = lr is None
-    sched = schedule(cfg, 1.0 if injected else lr)
+    sgd(momentum) with the configured schedule at peak 1, scaled by the learning rate (``lr``, default
+    ``cfg.lr``) kept in the optimiser state: every step of these optimisers is linear in the rate, so runs
+    that differ only in it are one compiled program (and one vmapped program on a learning-rate axis)."""
+    sched = schedule(cfg)
     if cfg.optimizer == "adam":
         opt = optax.adam(sched, b1=cfg.b1, b2=cfg.b2)
     elif cfg.optimizer == "adamw":
         opt = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay)
     else:
         opt = optax.sgd(sched, momentum=cfg.momentum or None)
-    if injected:
-        opt = optax.chain(opt, scale_by_lr(cfg.lr))
+    opt = optax.chain(opt, scale_by_lr(cfg.lr if lr is None else lr))
     if sigma_hat_inv is not None:
         opt = optax.chain(goel_precondition(sigma_hat_inv), opt)
     if cfg.clip > 0:
