@@ -118,6 +118,44 @@ def test_one_seed_diverges_the_others_finish():
     assert all(np.all(np.isfinite(np.asarray(leaf))) for leaf in jax.tree.leaves(params))  # last finite kept
 
 
+def test_learning_rate_job_resumes_from_its_checkpoint(tmp_path):
+    """A job of several learning rates interrupted mid-training continues from the checkpoint of the whole
+    program (kept with its first target) to the numbers of an uninterrupted job; a checkpoint of other rates
+    is not taken for it."""
+    from icldyn.experiments import train_point
+    from icldyn.experiments.goel import build
+
+    cfg = get("goel-convergence").config({"seeds": 1, "train": {"steps": 60, "log_every": 10,
+                                                                "checkpoint_every": 0}}, quick=True)
+    setup = build(cfg)
+
+    def job(rd, lrs, tick):
+        return train_point([(rd, f"lr={lr:g}") for lr in lrs], setup.seeds, cfg, setup.problem, setup.opt,
+                           setup.tasks, None, setup.keys, tick, lrs)
+
+    expected = job(RunDir.create(tmp_path, "whole"), [10.0, 20.0], lambda step, m: None)
+
+    def stop(step, m):
+        if step >= 30:
+            raise KeyboardInterrupt
+
+    rd = RunDir.create(tmp_path, "cut")
+    try:
+        job(rd, [10.0, 20.0], stop)
+    except KeyboardInterrupt:
+        pass
+    assert int(rd.load_checkpoint("lr=10")["done"]) == 20  # interrupted while logging step 30
+    steps_run = []
+    resumed = job(rd, [10.0, 20.0], lambda step, m: steps_run.append(step))
+    assert steps_run == [30, 40, 50, 60]  # continued, not restarted
+    for (p1, h1), (p2, h2) in zip(expected, resumed):
+        assert h1.steps == h2.steps and all(np.array_equal(p1[k], p2[k]) for k in p1)
+        assert all(np.array_equal(a[k], b[k]) for a, b in zip(h1.metrics, h2.metrics) for k in a)
+    steps_run.clear()  # the same first target's checkpoint, other rates: a fresh start
+    job(rd, [10.0, 40.0], lambda step, m: steps_run.append(step))
+    assert steps_run[0] == 0  # step 0 is logged only by a fresh start
+
+
 def test_same_config_same_numbers(tmp_path):
     tiny = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", "train.batch=64",
             "--set", "data.test_size=256", "--set", "seeds=2"]  # the shapes of test_cli's run: compiled once

@@ -148,14 +148,15 @@ def sweep_(
     grid: list[str] = typer.Option([], "--grid", "-g", help="axis, e.g. --grid train.lr=0.01,0.02 (repeatable)"),
     set_: list[str] = typer.Option([], "--set", "-s", help="override every point, e.g. --set train.steps=500"),
     quick: bool = typer.Option(False, "--quick", help="the recipe's small size"),
-    backend: str = typer.Option("local", "--backend", help="local, or ray (one Ray task per point)"),
+    backend: str = typer.Option("local", "--backend", help="local, or ray (one Ray task per job)"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local "
                                           "instance)"),
     out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="run store directory"),
     resume: Optional[str] = typer.Option(None, "--resume", help="SWEEP_ID: rerun only its unfinished points"),
 ) -> None:
-    """Run every point of a grid as its own run directory, with a sweep record in <out>/sweeps/."""
-    from icldyn.sweep import parse_axes, point_configs, sweep
+    """Run every point of a grid as its own run directory, with a sweep record in <out>/sweeps/. Without
+    --grid, the recipe's own grid (its paper figure) is swept, and its combined report written beside the record."""
+    from icldyn.sweep import parse_axes, point_configs, recipe_axes, sweep
 
     if backend not in ("local", "ray"):
         fail(f"--backend = {backend!r} is not allowed: must be one of 'local', 'ray'")
@@ -164,8 +165,9 @@ def sweep_(
         if resume is None:
             raw = load_toml(target) if target.endswith(".toml") else {"experiment": target}
             raw = apply_sets(raw, set_)
-            axes = parse_axes(grid)
-            point_configs(raw, quick, axes)  # every point validated before anything trains
+            axes = parse_axes(grid)  # none: the recipe's own grid, and its combined report at the end
+            point_raw, point_axes = (raw, axes) if axes else recipe_axes(raw, quick)
+            point_configs(point_raw, quick, point_axes)  # every point validated before anything trains
     _setup()
     with bad_input(), progress_bars(True) as reporter:
         record = sweep(raw, quick, axes, out, reporter, resume=resume, backend=backend, address=address)
@@ -175,6 +177,8 @@ def sweep_(
     for p in record["points"]:
         table.add_row(", ".join(f"{k}={v}" for k, v in p["overrides"].items()), p["run_id"] or "—", p["status"])
     out_console.print(table)
+    if record.get("report"):
+        out_console.print(f"report: {out / record['report']}", markup=False, highlight=False, soft_wrap=True)
     if any(p["status"] != "finished" for p in record["points"]):
         raise typer.Exit(1)
 

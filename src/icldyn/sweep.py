@@ -27,13 +27,16 @@ import os
 import secrets
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from icldyn.config import ConfigError, RunConfig, _SECTIONS, build, parse_value, set_dotted
 from icldyn.experiments import Reporter, SilentReporter, get
-from icldyn.runs import execute_group
-from icldyn.store import RunDir, StoreError, write_json
+from icldyn.runs import execute_group, report as report_md, versions
+from icldyn.store import RunDir, StoreError, write_json, write_text
 
 TOP_LEVEL = ("seeds", "seed")
 
@@ -54,14 +57,23 @@ def parse_axes(items: list[str]) -> dict[str, list]:
     return axes
 
 
+def recipe_axes(raw: dict[str, Any], quick: bool) -> tuple[dict[str, Any], dict[str, list]]:
+    """A sweep given no axes runs the recipe's own grid (its paper figure's points) as its points: the
+    target without its grid, and that grid as the axes."""
+    cfg = get(raw.get("experiment", "quickstart")).config(raw, quick=quick)
+    return {**raw, "grid": {}}, {key: list(values) for key, values in cfg.grid.items()}
+
+
 def point_configs(raw: dict[str, Any], quick: bool, axes: dict[str, list]) -> list[tuple[dict, RunConfig]]:
-    """Every point's overrides and validated config (all checked before anything trains)."""
+    """Every point's overrides and validated config (all checked before anything trains); a recipe may
+    derive further overrides from a point's (``Experiment.derive``: N = K³ of the phase-scaling figure)."""
     exp = get(raw.get("experiment", "quickstart"))
+    base = exp.config(raw, quick=quick) if exp.derive else None
     out = []
     for values in itertools.product(*axes.values()):
         over = dict(zip(axes, values))
         point_raw = copy.deepcopy(raw)
-        for key, value in over.items():
+        for key, value in {**over, **(exp.derive(over, base) if exp.derive else {})}.items():
             set_dotted(point_raw, key, value)
         out.append((over, exp.config(point_raw, quick=quick)))
     return out
@@ -151,8 +163,13 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
         record = load_record(store, resume)
         raw, quick, axes = record["target"], record["quick"], record["axes"]
     else:
+        recipe_grid = not axes
+        if recipe_grid:
+            raw, axes = recipe_axes(raw, quick)
+            recipe_grid = bool(axes)  # a recipe without a grid: one point, its own run's report
         record = {"sweep_id": f"{time.strftime('%Y%m%d-%H%M%S')}-{raw.get('experiment', 'quickstart')}-"
-                              f"{secrets.token_hex(3)}", "target": raw, "quick": quick, "axes": axes, "points": []}
+                              f"{secrets.token_hex(3)}", "target": raw, "quick": quick, "axes": axes,
+                  "recipe_grid": recipe_grid, "points": []}
     configs = point_configs(raw, quick, axes)
     if not record["points"]:
         record["points"] = [{"overrides": over, "run_id": None, "status": "pending"} for over, _ in configs]
@@ -189,7 +206,7 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
                 done(job, [(run_id, json.loads(files["summary.json"])["status"]) for run_id, files in results], start)
         finally:
             close()
-        return record
+        return report(store, record)
     for job in todo:
         start = time.time()
         rds = []
@@ -204,4 +221,57 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
         write_json(path, record)
         results = execute_group([configs[i][1] for i in job], store, reporter, rds)
         done(job, [(rd.run_id, summary["status"]) for rd, summary in results], start)
+    return report(store, record)
+
+
+class _ReportDir:
+    """Where a sweep's combined report goes: ``<store>/sweeps/<sweep_id>/`` (report.md, summary.json, figures/)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        (path / "figures").mkdir(parents=True, exist_ok=True)
+
+    def figure(self, name: str) -> Path:
+        return self.path / "figures" / f"{name}.png"
+
+
+def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """A finished sweep over a recipe's own grid gets the recipe's combined report — the figures, table and
+    notes ``icldyn run RECIPE`` draws in one directory — built from its points' run directories, in
+    ``<store>/sweeps/<sweep_id>/``; its path is recorded as ``record["report"]``. Returns the record."""
+    exp = get(record["target"].get("experiment", "quickstart"))
+    if not record.get("recipe_grid") or exp.combine is None or any(p["status"] != "finished"
+                                                                    for p in record["points"]):
+        return record
+    cfg = exp.config({**record["target"], "grid": record["axes"]}, quick=record["quick"])
+    points: list[dict] = []
+    rows: dict[str, list] = defaultdict(list)
+    extra: dict[str, list] = {}
+    for p in record["points"]:
+        run = store / p["run_id"]
+        label = ",".join(f"{k}={v}" for k, v in p["overrides"].items())
+        name = lambda q: ", ".join(x for x in (label, q) if x)  # noqa: E731  (the labels of an in-run grid)
+        summary = json.loads((run / "summary.json").read_text())
+        for q in summary["points"]:
+            q = {**q, "point": name(q["point"]), "run_id": p["run_id"]}
+            for key in ("grid", "overrides"):
+                if key in q:
+                    q[key] = {**p["overrides"], **q[key]}
+            points.append(q)
+        for key in ("assumptions", "warnings"):  # run-level lists (Goel's assumption checks): their union
+            if key in summary:
+                extra.setdefault(key, []).extend(x for x in summary[key] if x not in extra[key])
+        table = pq.read_table(run / "metrics.parquet").to_pydict()
+        table["point"] = [name(x) for x in table["point"]]
+        for key, values in table.items():
+            rows[key].extend(values)
+    out = _record_path(store, record["sweep_id"]).with_suffix("")
+    result = exp.combine(cfg, {"points": points, **extra}, rows, _ReportDir(out))
+    summary = {"run_id": f"sweep {record['sweep_id']}", "experiment": cfg.experiment, "paper": exp.paper,
+               "description": exp.description, "versions": versions(),
+               "wall_s": sum(p["wall_s"] / p["job_size"] for p in record["points"] if "wall_s" in p), **result}
+    write_text(out / "report.md", report_md(cfg, summary))
+    write_json(out / "summary.json", summary)
+    record["report"] = str(out.relative_to(store) / "report.md")
+    write_json(_record_path(store, record["sweep_id"]), record)
     return record

@@ -41,6 +41,11 @@ class Experiment:
     quick: dict[str, Any] = field(default_factory=dict)
     # (cfgs, run_dirs, reporter) -> summaries: runs that differ only in train.lr as one program (sweeps)
     group_runner: Callable[..., list[dict[str, Any]]] | None = None
+    # (cfg, result with "points", metric rows, figure dir) -> summary: the recipe's figures, table and notes
+    # from its points, used by its runner and by a sweep over its grid (icldyn.sweep.report)
+    combine: Callable[..., dict[str, Any]] | None = None
+    # (grid point's overrides, recipe config) -> the further overrides that point implies (a sweep's points)
+    derive: Callable[[dict[str, Any], RunConfig], dict[str, Any]] | None = None
 
     def config(self, overrides: dict[str, Any] | None = None, *, quick: bool = False) -> RunConfig:
         raw = merge(self.defaults, self.quick) if quick else dict(self.defaults)

@@ -114,14 +114,20 @@ def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter) -> l
                 point["seeds"][i]["sigma_sqrt"] = np.asarray(setup.tasks.sigma_sqrt[i]).tolist()
             points[g].append(point)
             rd.write_params(arrays[g])  # after every point: an interrupted run keeps what it finished
-    out = []
     figures = plots.draw_many(plots.ahn_figures, list(zip(cfgs, points, rows, rds)))
-    for pts, figs in zip(points, figures):
-        statuses = {s["status"] for p in pts for s in p["seeds"]}
-        out.append({"points": pts, "figures": figs, "wall_s": time.time() - t0,
-                    "status": "finished" if statuses == {"finished"} else "diverged",
-                    "table": table(pts), "report_lines": report_lines(pts)})
-    return out
+    return [combine(c, {"points": pts, "wall_s": time.time() - t0}, rws, rd, figs)
+            for c, pts, rws, rd, figs in zip(cfgs, points, rows, rds, figures)]
+
+
+def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd,
+            figures: list[str] | None = None) -> dict[str, Any]:
+    """The recipe's figures, table and notes from its points — a run's, or a sweep's gathered
+    (:func:`icldyn.sweep.report`); ``figures``: already drawn."""
+    pts = result["points"]
+    statuses = {s["status"] for p in pts for s in p["seeds"]}
+    return {**result, "figures": plots.ahn_figures(cfg, pts, rows, rd) if figures is None else figures,
+            "status": "finished" if statuses == {"finished"} else "diverged",
+            "table": table(pts), "report_lines": report_lines(pts)}
 
 
 THEORY_KEYS = ("optimal_loss", "gd", "pgd", "ols")
@@ -159,7 +165,7 @@ def report_lines(points: list[dict]) -> list[str]:
 register(Experiment(
     "quickstart", "ahn",
     "a 1-layer model learns Theorem 1's optimum; a 3-layer model beats 3 steps of tuned GD",
-    run, group_runner=run_group,
+    run, group_runner=run_group, combine=combine,
     defaults={"grid": {"model.layers": [1, 3]},
               "data": {"d": 5, "n": 20, "covariance": "eigenvalues", "eigenvalues": [2.0, 1.0, 0.5, 0.25, 0.1],
                        "w_prior": "identity", "test_size": 50_000},
@@ -169,7 +175,7 @@ register(Experiment(
 register(Experiment(
     "ahn-loss-vs-layers", "ahn",
     "L = 1…4 trained transformer vs L-step GD / preconditioned GD (paper Fig. 7)",
-    run, group_runner=run_group,
+    run, group_runner=run_group, combine=combine,
     defaults={"seeds": 5, "grid": {"model.layers": [1, 2, 3, 4]}, "data": OFFICIAL_DATA,
               "model": {"parameterization": "relaxed", "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.01, "decay_every": 4000, "steps": 20_000}},
@@ -179,7 +185,7 @@ register(Experiment(
 register(Experiment(
     "ahn-loss-vs-n", "ahn",
     "3-layer trained transformer vs 3-step GD / preconditioned GD / OLS over n = 2…20 (paper Fig. 6)",
-    run, group_runner=run_group,
+    run, group_runner=run_group, combine=combine,
     defaults={"seeds": 5, "grid": {"data.n": [2, 4, 6, 8, 10, 12, 14, 16, 18, 20]},
               "data": {**OFFICIAL_DATA, "resample_every": 1},
               "model": {"layers": 3, "parameterization": "relaxed", "init_std": 1e-4},
@@ -192,7 +198,7 @@ register(Experiment(
 register(Experiment(
     "ahn-structure", "ahn",
     "sparse (Thm 3) and relaxed (Thm 4) models: distances to Σ⁻¹ and I over training, heat maps, ‖A_ℓ‖ order",
-    run, group_runner=run_group,
+    run, group_runner=run_group, combine=combine,
     defaults={"seeds": 5, "grid": {"model.parameterization": ["sparse", "relaxed"]}, "data": OFFICIAL_DATA,
               "model": {"layers": 3, "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.02, "decay_every": 2000, "steps": 30_000}},

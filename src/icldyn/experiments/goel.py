@@ -209,9 +209,16 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
                 rd.clear_parts(label)
             rd.write_params(arrays)
     warnings = sorted({w for a in checks for w in a["warnings"]})
+    return combine(cfg, {"points": points, "assumptions": checks, "warnings": warnings, "wall_s": time.time() - t0},
+                   rows, rd)
+
+
+def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> dict[str, Any]:
+    """The recipe's summary (speed-up, slope, iterations by κ), figures, table and notes from its points —
+    a run's, or a sweep's gathered (:func:`icldyn.sweep.report`)."""
+    points = result["points"]
     # a learning rate that diverges while being tuned is a tuning result, not a failed run
-    result = {"points": points, "assumptions": checks, "warnings": warnings, "target": TARGET,
-              "wall_s": time.time() - t0,
+    result = {**result, "target": TARGET,
               "status": "finished" if all(s["status"] == "finished" for p in _shown(points) for s in p["seeds"])
               else "diverged"}
     result.update(RECIPE_SUMMARIES.get(cfg.experiment, lambda c, p: {})(cfg, points))
@@ -325,6 +332,7 @@ register(Experiment(
     "goel-convergence", "goel",
     "Algorithm 1 vs GD / tuned Adam / SGD and its ablations: excess loss and P-distance to S, fitted rate μ",
     functools.partial(run, methods=CONVERGENCE_METHODS),
+    combine=combine,
     defaults={"seeds": 5, "data": GOEL_DATA, "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 5000}},
     quick={"seeds": 2, "train": {"steps": 2000, "batch": 16}},
 ))
@@ -332,6 +340,7 @@ register(Experiment(
     "goel-sample-size", "goel",
     "Algorithm 1 with sampled gradients: the floor L(θ_∞) − L* against n, beside the n⁻² log⁶ n bound",
     functools.partial(run, methods=ALGORITHM1),
+    combine=combine,
     defaults={"seeds": 5, "grid": {"data.n": [20, 50, 100, 200, 500, 1000, 2000]}, "data": GOEL_DATA,
               # small n makes the sampled gradient noisy: a smaller step than the population recipes' η = 20
               "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "oracle": "sampled", "lr": 2.5, "batch": 16,
@@ -342,6 +351,7 @@ register(Experiment(
     "goel-conditioning", "goel",
     "iterations to excess loss 1e-8 against κ(Σ) ∈ {1, 10, 100}, with and without the preconditioner",
     functools.partial(run, methods=CONDITIONING_METHODS),
+    combine=combine,
     defaults={"seeds": 5, "grid": {"data.condition_number": [1.0, 10.0, 100.0]}, "data": GOEL_DATA,
               "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 20_000, "log_every": 10}},
     quick={"seeds": 2, "train": {"steps": 5000}},

@@ -181,6 +181,12 @@ def tracking(exact: History, mc: History) -> dict:
     return out
 
 
+def scaled_point(over: dict[str, Any], cfg: RunConfig, n_power: int = 3) -> dict[str, Any]:
+    """The overrides that go with a grid point's K: N = K^n_power and d = max(K, d) (phase scaling)."""
+    K = over.get("data.features", cfg.data.features)
+    return {"data.n": K**n_power, "data.d": max(K, cfg.data.d)}
+
+
 def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, ...],
         n_power: int | None = None) -> dict[str, Any]:
     """Train every (grid point × method). ``n_power``: set N = K^n_power and d = K at each point."""
@@ -192,8 +198,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
         for method in methods:
             over = {**gover, **method.overrides}
             if n_power:
-                K = over.get("data.features", cfg.data.features)
-                over.update({"data.n": K**n_power, "data.d": max(K, cfg.data.d)})
+                over.update(scaled_point(over, cfg, n_power))
             pcfg = with_overrides(cfg, over)
             setup = build(pcfg)
             label = ", ".join(x for x in (glabel, method.name) if x)
@@ -213,18 +218,25 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
             rd.write_metrics(rows)
             rd.clear_parts(label)
             rd.write_params(arrays)
-    result = {"points": points, "wall_s": time.time() - t0,
-              "status": "finished" if all(s["status"] == "finished" for p in points for s in p["seeds"])
-              else "diverged"}
+    result = {"points": points, "wall_s": time.time() - t0}
     ex = [p for p in points if p["oracle"] == "population"]
     mc = [p for p in points if p["oracle"] == "sampled"]
     if ex and mc:
         result["tracking"] = tracking(hists[ex[0]["point"]], hists[mc[0]["point"]])
         result["speed_ratio"] = mc[0]["wall_s"] / ex[0]["wall_s"]
-    if cfg.experiment == "huang-phase-scaling":
-        result.update(phase_scaling(points))
     if cfg.experiment == "huang-ood":
         result["ood"] = ood(cfg, params)
+    return combine(cfg, result, rows, rd)
+
+
+def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> dict[str, Any]:
+    """The recipe's summary (phase scaling), figures, table and notes from its points — a run's, or a
+    sweep's gathered (:func:`icldyn.sweep.report`)."""
+    points = result["points"]
+    result = {**result, "status": "finished" if all(s["status"] == "finished" for p in points for s in p["seeds"])
+              else "diverged"}
+    if cfg.experiment == "huang-phase-scaling":
+        result.update(phase_scaling(points))
     result["figures"] = plots.huang_figures(cfg, result, rows, rd)
     result["table"] = table(points)
     result["headline"] = headline(result)
@@ -336,6 +348,7 @@ register(Experiment(
     "huang-balanced", "huang",
     "balanced features: A_k, B_{k,n}, E[Attn_k], L_k from Q = 0; exact engine vs Monte-Carlo GD (Thm 3.1)",
     functools.partial(run, methods=(EXACT, MONTE_CARLO)),
+    combine=combine,
     defaults={"seeds": 4, "data": {**HUANG_DATA, "features": 8, "d": 8, "n": 512},
               "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 800, "batch": 1024}},
     quick={"data": HUANG_DATA, "train": {"steps": 300}},
@@ -344,6 +357,7 @@ register(Experiment(
     "huang-imbalanced", "huang",
     "imbalanced features (p_1 = ½): the dominant feature converges first; four phases of the others (Thm 3.2)",
     functools.partial(run, methods=(EXACT,)),
+    combine=combine,
     defaults={"data": {**HUANG_DATA, "features": 32, "d": 32, "n": 4096, "p_dominant": 0.5},
               "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 25_000, "log_every": 20}},
     quick={"data": {"features": 8, "d": 8, "n": 512},
@@ -353,6 +367,7 @@ register(Experiment(
     "huang-phase-scaling", "huang",
     "phase-I length t_½ against K = 4…32 (N = K³): fitted exponent vs the O(K² log K / η) bound",
     functools.partial(run, methods=(EXACT,), n_power=3),
+    combine=combine, derive=scaled_point,
     defaults={"grid": {"data.features": [4, 8, 16, 32]}, "data": HUANG_DATA, "model": HUANG_MODEL,
               "train": {**HUANG_TRAIN, "steps": 1600, "count_samples": 10_000}},
     quick={"grid": {"data.features": [4, 6, 8, 12, 16]}, "train": {"steps": 450}},
@@ -361,6 +376,7 @@ register(Experiment(
     "huang-ood", "huang",
     "the trained model on task laws unseen in training (Rademacher, sphere, anisotropic, shifted)",
     functools.partial(run, methods=(EXACT,)),
+    combine=combine,
     defaults={"data": HUANG_DATA, "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 400}},
     quick={"train": {"steps": 300}},
 ))
