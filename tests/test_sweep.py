@@ -130,3 +130,11 @@ def test_killed_sweep_resumed_reruns_only_unfinished_points(tmp_path):
     assert all(after["points"][i]["run_id"] == rid for i, rid in before.items())  # finished points not rerun
     finished_runs = [p for p in tmp_path.iterdir() if (p / "summary.json").is_file()]
     assert len(finished_runs) == 4  # one run per point; an interrupted point was continued, not duplicated
+
+
+def test_a_jobs_figures_are_drawn_by_a_process_pool():
+    """plots.draw_many hands ≥ 6 runs' figures to fresh processes (spawn: safe beside JAX's threads); the
+    results come back in order."""
+    from icldyn import plots
+
+    assert plots.draw_many(max, [(i, 2 * i) for i in range(6)]) == [2 * i for i in range(6)]

@@ -2,9 +2,12 @@
 
 Every point of the grid's product is a normal run directory in the store; the sweep itself is a record,
 ``<store>/sweeps/<sweep_id>.json`` (the target, the axes, each point's overrides, run id and status),
-rewritten atomically after every point, so a killed sweep resumed with ``--resume SWEEP_ID`` reruns only
-the points without a finished run (on the local backend a point killed mid-training continues from its
-checkpoints).
+rewritten atomically after every job, so a killed sweep resumed with ``--resume SWEEP_ID`` reruns only
+the points without a finished run (on the local backend a job killed mid-training continues from its
+checkpoints). Given no axes, a sweep runs the recipe's own grid — the points of its paper figure — and,
+when all are finished, writes the recipe's combined report (figures, table, fitted slopes) built from
+their run directories to ``<store>/sweeps/<sweep_id>/`` (:func:`report`): the figure of ``icldyn run
+RECIPE``, with its points spread over jobs, processes or a Ray cluster.
 
 Points are grouped into jobs: points whose configs differ only in ``train.lr`` are one job when the
 recipe has a group runner (the Ahn recipes) — one compiled program with a learning-rate axis
@@ -176,6 +179,7 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
     path = _record_path(store, record["sweep_id"])
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, record)
+
     def finished_run(i: int) -> bool:
         run_id = record["points"][i]["run_id"]
         return bool(run_id) and (store / run_id / "summary.json").is_file()

@@ -75,6 +75,12 @@ def over_slots(f: Callable, how: str, copies: int) -> Callable:
     return outer
 
 
+def evaluate_slots(problem: Problem, copies: int = 1) -> Callable:
+    """(params of every slot, tasks, tests) -> held-out metrics of every slot."""
+    f = over_slots(lambda params, _, task, test: problem.evaluate(params, task, test), problem.seed_map, copies)
+    return lambda params, tasks, tests: f(params, (), tasks, tests)
+
+
 Optimizer = optax.GradientTransformation | Callable[[PyTree], optax.GradientTransformation]
 
 
@@ -104,7 +110,7 @@ def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: in
 
     def chunk(state: TrainState, tasks: PyTree, tests: PyTree):
         state, (losses, gnorms) = jax.lax.scan(lambda s, _: one_step(s, tasks), state, None, length=length)
-        metrics = slots(lambda p, _, task, test: problem.evaluate(p, task, test))(state.params, (), tasks, tests)
+        metrics = evaluate_slots(problem, copies)(state.params, tasks, tests)
         metrics = {"train_loss": losses[-1], "grad_norm": gnorms[-1], **metrics}
         return state, metrics
 
@@ -168,7 +174,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     copies = 1 if lrs is None else len(lrs)
     n_slots = copies * len(keys)
     state = init_states(problem, opt, tasks, keys, lrs)
-    evaluate = jax.jit(over_slots(lambda p, _, task, test: problem.evaluate(p, task, test), problem.seed_map, copies))
+    evaluate = jax.jit(evaluate_slots(problem, copies))
     history = History()
 
     def log(step: int, metrics: dict[str, jax.Array]) -> np.ndarray:
@@ -191,7 +197,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
         good_params = jax.tree.unflatten(jax.tree.structure(good_params), [jnp.asarray(x) for x in restore["good"]])
         history, done = restore["history"], restore["done"]
     else:
-        log(0, evaluate(state.params, (), tasks, tests))  # step 0: held-out metrics only
+        log(0, evaluate(state.params, tasks, tests))  # step 0: held-out metrics only
     chunks = {}
     while done < steps and len(history.diverged_at) < n_slots:
         length = min(log_every, steps - done)
