@@ -130,7 +130,7 @@ def test_learning_rate_job_resumes_from_its_checkpoint(tmp_path):
     setup = build(cfg)
 
     def job(rd, lrs, tick):
-        return train_point([(rd, f"lr={lr:g}") for lr in lrs], setup.seeds, cfg, setup.problem, setup.opt,
+        return train_point([(rd, f"lr={lr:g}", setup.seeds) for lr in lrs], cfg, setup.problem, setup.opt,
                            setup.tasks, None, setup.keys, tick, lrs)
 
     expected = job(RunDir.create(tmp_path, "whole"), [10.0, 20.0], lambda step, m: None)

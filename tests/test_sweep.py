@@ -56,6 +56,26 @@ def test_sweep_runs_grid_records_and_resumes(tmp_path):
         assert (p["run_id"] == done[i]) == (i not in (1, 4))  # only the two unfinished points ran again
 
 
+def test_points_differing_in_seeds_and_data_law_are_one_job(tmp_path):
+    """Seeds and the noise level change no shape: the four points are stacked on one seed axis, each slot at its
+    point's learning rate, and give the numbers of each config run alone."""
+    cli = CliRunner()
+    res = cli.invoke(app, ["sweep", "quickstart", "--grid", "seed=0,5", "--grid", "data.noise_std=0,0.5",
+                           "--set", "train.lr=0.02", *TINY, "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    record = json.loads(next((tmp_path / "sweeps").glob("*.json")).read_text())
+    assert [p["job_size"] for p in record["points"]] == [4] * 4
+    point = next(p for p in record["points"] if p["overrides"] == {"seed": 5, "data.noise_std": 0.5})
+    alone = tmp_path / "alone"
+    res = cli.invoke(app, ["run", "quickstart", *TINY, "--set", "seed=5", "--set", "data.noise_std=0.5",
+                           "--set", "train.lr=0.02", "--out", str(alone)])
+    assert res.exit_code == 0, res.output
+    grouped, single = (_metrics(path) for path in (tmp_path / point["run_id"], next(alone.iterdir())))
+    assert grouped.keys() == single.keys() and {k[1] for k in single} == {5, 6}  # its own seeds
+    for key, value in single.items():
+        assert abs(grouped[key] - value) <= 1e-5 * abs(value) + 1e-7, key
+
+
 def _metrics(run: Path) -> dict:
     import pyarrow.parquet as pq
 
@@ -106,7 +126,8 @@ def test_killed_sweep_resumed_reruns_only_unfinished_points(tmp_path):
     import sys
     import time
 
-    args = ["sweep", "quickstart", "--grid", "seed=1,2,3,4", *TINY, "--out", str(tmp_path)]  # four jobs
+    args = ["sweep", "quickstart", "--grid", "model.init_std=0.001,0.002,0.003,0.004", *TINY,
+            "--out", str(tmp_path)]  # four jobs of one shape
     proc = subprocess.Popen([sys.executable, "-c", "from icldyn.cli import main; main()", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300

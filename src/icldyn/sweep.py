@@ -9,11 +9,13 @@ when all are finished, writes the recipe's combined report (figures, table, fitt
 their run directories to ``<store>/sweeps/<sweep_id>/`` (:func:`report`): the figure of ``icldyn run
 RECIPE``, with its points spread over jobs, processes or a Ray cluster.
 
-Points are grouped into jobs: points whose configs differ only in ``train.lr`` are one job when the
-recipe has a group runner (the Ahn recipes) — one compiled program with a learning-rate axis
-(:func:`icldyn.train.loop.train` with ``lrs``), the rates sharing every seed's batches, held-out sets and
-baselines — and every other point is a job of its own. Jobs run in an order that keeps equal shapes
-together, so later jobs reuse compiled programs through the persistent compilation cache.
+Points are grouped into jobs: points whose configs differ only in fields that never change a program's
+shapes (the recipe's ``group_fields``: for the Ahn recipes the learning rate, the seeds and the data law's
+Σ, task prior and noise) are one job — one compiled program: points differing only in ``train.lr`` on a
+learning-rate axis (:func:`icldyn.train.loop.train` with ``lrs``), the rates sharing every seed's batches,
+held-out sets and baselines; points differing in seeds or data law stacked on the seed axis, each slot at
+its point's rate (``slot_lrs``). Every other point is a job of its own. Jobs run in an order that keeps
+equal shapes together, so later jobs reuse compiled programs through the persistent compilation cache.
 
 With ``backend="ray"`` each job is a Ray task declaring its CPU (``train.threads``) and GPU needs; the
 task runs the job into a private temporary store and returns its run directories' files, which the
@@ -82,21 +84,24 @@ def point_configs(raw: dict[str, Any], quick: bool, axes: dict[str, list]) -> li
     return out
 
 
-def _shape_key(cfg: RunConfig) -> str:
-    """Points whose configs agree up to the learning rate compile to the same programs: run them together."""
+def _shape_key(cfg: RunConfig, ignore: tuple[str, ...] = ("train.lr",)) -> str:
+    """The config without the keys ``ignore``: points with equal keys compile to the same programs."""
     dump = cfg.model_dump()
-    dump["train"]["lr"] = None
+    for key in ignore:
+        section, _, name = key.rpartition(".")
+        (dump[section] if section else dump)[name] = None
     return json.dumps(dump, sort_keys=True)
 
 
 def jobs(configs: list[RunConfig], todo: list[int]) -> list[list[int]]:
-    """The points ``todo`` as jobs: those differing only in ``train.lr`` together where the recipe has a
-    group runner (and its own grid does not set the rate), every other point alone; equal shapes adjacent."""
+    """The points ``todo`` as jobs: points that differ only in the recipe's ``group_fields`` (learning rate,
+    seeds, data law) are one job where it has a group runner, every other point is a job of its own; jobs
+    of equal shapes are adjacent."""
     groups: dict[str, list[int]] = {}
     for i in sorted(todo, key=lambda i: _shape_key(configs[i])):
-        cfg = configs[i]
-        groupable = get(cfg.experiment).group_runner is not None and "train.lr" not in cfg.grid
-        groups.setdefault(_shape_key(cfg) if groupable else f"{_shape_key(cfg)}#{i}", []).append(i)
+        exp = get(configs[i].experiment)
+        key = _shape_key(configs[i], exp.group_fields) if exp.group_runner else f"{_shape_key(configs[i])}#{i}"
+        groups.setdefault(key, []).append(i)
     return list(groups.values())
 
 

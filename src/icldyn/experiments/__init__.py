@@ -17,7 +17,7 @@ import numpy as np
 
 from icldyn.config import ConfigError, RunConfig, build, merge
 from icldyn.store import RunDir
-from icldyn.train.loop import History, split_slots, train
+from icldyn.train.loop import History, take_slots, train
 
 
 class Reporter(Protocol):
@@ -39,8 +39,9 @@ class Experiment:
     runner: Callable[..., dict[str, Any]]  # (cfg, run_dir, reporter) -> summary
     defaults: dict[str, Any] = field(default_factory=dict)
     quick: dict[str, Any] = field(default_factory=dict)
-    # (cfgs, run_dirs, reporter) -> summaries: runs that differ only in train.lr as one program (sweeps)
+    # (cfgs, run_dirs, reporter) -> summaries: runs that differ only in ``group_fields`` as one program (sweeps)
     group_runner: Callable[..., list[dict[str, Any]]] | None = None
+    group_fields: tuple[str, ...] = ()  # config keys that change values only, never a program's shapes
     # (cfg, result with "points", metric rows, figure dir) -> summary: the recipe's figures, table and notes
     # from its points, used by its runner and by a sweep over its grid (icldyn.sweep.report)
     combine: Callable[..., dict[str, Any]] | None = None
@@ -121,39 +122,44 @@ def _unpack(z: dict[str, np.ndarray]) -> dict[str, Any]:
             "good": [z[f"good_{i}"] for i in range(count("good_"))], "history": hist, "done": int(z["done"])}
 
 
-def train_point(targets: list[tuple[RunDir, str]], seeds: list[int], cfg: RunConfig, problem, opt, tasks, tests,
-                keys, tick: Callable[[int, dict], None], lrs: list[float] | None = None) -> list[tuple[Any, History]]:
-    """:func:`~icldyn.train.loop.train` one grid point with the run directories' guarantees, on a learning-rate
-    axis when ``lrs`` is given (one ``(run dir, label)`` target per rate; else one target at ``cfg.train.lr``).
+def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, problem, opt, tasks, tests, keys,
+                tick: Callable[[int, dict], None], lrs: list[float] | None = None,
+                slot_lrs: list[float] | None = None) -> list[tuple[Any, History]]:
+    """:func:`~icldyn.train.loop.train` one grid point with the run directories' guarantees. ``targets``:
+    ``(run dir, label, seeds)`` of each run the program trains, owning consecutive slots — one target at
+    ``cfg.train.lr``; or one per learning rate of ``lrs`` (the same seeds, sharing their batches); or, with
+    ``slot_lrs``, runs whose seeds are stacked on the seed axis, each slot at its own rate.
     Every logged chunk is flushed at once to each target's ``metrics.parts/``; a checkpoint of the whole
     program is written to the first target every ``train.checkpoint_every`` seconds (and at the end), and
-    resumed from when it is of the same learning rates. Returns (params, history) per target."""
-    rd0, label0 = targets[0]
-    rates = list(lrs) if lrs is not None else [cfg.train.lr]
+    resumed from when it is of the same slots (seeds and rates). Returns (params, history) per target."""
+    rd0, label0, _ = targets[0]
+    ends = np.cumsum([len(seeds) for _, _, seeds in targets])
+    rows = [slice(int(e) - len(t[2]), int(e)) for e, t in zip(ends, targets)]
+    rates = slot_lrs if slot_lrs is not None else np.repeat(lrs if lrs is not None else [cfg.train.lr],
+                                                           len(targets[0][2]))
+    ident = np.array([[float(r), s] for r, s in zip(rates, (s for _, _, seeds in targets for s in seeds))])
     restore = rd0.load_checkpoint(label0)
-    if restore is not None and not np.array_equal(restore.get("lrs"), np.asarray(rates, np.float64)):
-        restore = None  # a checkpoint of another group of learning rates
+    if restore is not None and not np.array_equal(restore.get("slots"), ident):
+        restore = None  # a checkpoint of another job (other rates or seeds)
     last = [time.monotonic()]
-    per_rate = len(seeds)
 
     def on_chunk(step: int, metrics: dict) -> None:
-        for g, (rd, label) in enumerate(targets):
-            rows: dict[str, list] = defaultdict(list)
-            part = {k: v[g * per_rate:(g + 1) * per_rate] for k, v in metrics.items()}
-            history_rows(rd.run_id, label, seeds, History([step], [part], {}), rows)
-            rd.write_metrics_part(label, step, rows)
+        for (rd, label, seeds), r in zip(targets, rows):
+            part: dict[str, list] = defaultdict(list)
+            history_rows(rd.run_id, label, seeds, History([step], [{k: v[r] for k, v in metrics.items()}], {}), part)
+            rd.write_metrics_part(label, step, part)
         tick(step, metrics)
 
     def snapshot(snap: dict) -> None:
         if snap["final"] or time.monotonic() - last[0] >= cfg.train.checkpoint_every:
-            rd0.save_checkpoint(label0, {**_pack(snap), "lrs": np.asarray(rates, np.float64)})
+            rd0.save_checkpoint(label0, {**_pack(snap), "slots": ident})
             last[0] = time.monotonic()
 
     params, hist = train(problem, opt, tasks, tests, keys, steps=cfg.train.steps, log_every=cfg.train.log_every,
                          resample_every=cfg.data.resample_every, max_loss=cfg.train.max_loss, on_chunk=on_chunk,
-                         snapshot=snapshot, restore=None if restore is None else _unpack(restore),
-                         lrs=None if lrs is None else rates)
-    return [(params, hist)] if lrs is None else split_slots(params, hist, len(rates))
+                         snapshot=snapshot, restore=None if restore is None else _unpack(restore), lrs=lrs,
+                         slot_lrs=slot_lrs)
+    return [take_slots(params, hist, r) for r in rows]
 
 
 def grid_points(cfg: RunConfig) -> list[tuple[str, dict[str, Any]]]:

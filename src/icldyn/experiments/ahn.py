@@ -80,29 +80,45 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> dict[str, Any]:
     return run_group([cfg], [rd], reporter)[0]
 
 
+def _without_lr(cfg: RunConfig) -> dict:
+    dump = cfg.model_dump()
+    dump["train"]["lr"] = None
+    return dump
+
+
 def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter) -> list[dict[str, Any]]:
-    """Train every grid point (all seeds in one program) of runs that differ at most in ``train.lr``: their
-    rates are one learning-rate axis of that program, sharing each seed's batches, held-out sets and
-    baselines; each run's directory gets its own metrics, parameters, figures and summary."""
+    """Train every grid point of runs that differ only in ``GROUP_FIELDS`` as one program. Runs that differ
+    only in ``train.lr`` are one learning-rate axis, sharing each seed's batches, held-out sets and baselines;
+    runs that differ in their seeds or data law too are stacked on the seed axis, each slot at its run's rate.
+    Each run's directory gets its own metrics, parameters, figures and summary."""
     t0 = time.time()
     cfg = cfgs[0]
-    lrs = [c.train.lr for c in cfgs] if len(cfgs) > 1 else None
+    shared = all(_without_lr(c) == _without_lr(cfg) for c in cfgs)
     rows: list[dict[str, list]] = [defaultdict(list) for _ in rds]
     arrays: list[dict[str, np.ndarray]] = [{} for _ in rds]
     points: list[list[dict]] = [[] for _ in rds]
     for label, over in grid_points(cfg):
-        pcfg = with_overrides(cfg, over)
-        setup = ahn_setup.build(pcfg)
+        pcfgs = [with_overrides(c, over) for c in cfgs]
+        lrs = slot_lrs = None
+        if shared:
+            setups = [ahn_setup.build(pcfgs[0])] * len(cfgs)
+            refs = [theory_refs(pcfgs[0], setups[0])] * len(cfgs)
+            data = setups[0]
+            lrs = [c.train.lr for c in pcfgs] if len(cfgs) > 1 else None
+        else:
+            setups = [ahn_setup.build(c) for c in pcfgs]
+            refs = [theory_refs(c, s) for c, s in zip(pcfgs, setups)]
+            data = ahn_setup.stack(setups)
+            slot_lrs = [c.train.lr for c, s in zip(pcfgs, setups) for _ in s.seeds]
         name = label or cfg.experiment
-        tick = reporter.start(name if lrs is None else f"{name} ({len(lrs)} learning rates)", pcfg.train.steps)
-        trained = train_point([(rd, label) for rd in rds], setup.seeds, pcfg, setup.problem,
-                              build_optimizer(pcfg.train), setup.tasks, setup.tests, setup.keys, tick, lrs)
-        refs = theory_refs(pcfg, setup)
-        for g, (rd, (params, hist)) in enumerate(zip(rds, trained)):
+        tick = reporter.start(name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)", pcfgs[0].train.steps)
+        trained = train_point([(rd, label, s.seeds) for rd, s in zip(rds, setups)], pcfgs[0], data.problem,
+                              build_optimizer(pcfgs[0].train), data.tasks, data.tests, data.keys, tick, lrs, slot_lrs)
+        for g, (rd, setup, (params, hist)) in enumerate(zip(rds, setups, trained)):
             history_rows(rd.run_id, label, setup.seeds, hist, rows[g])
             rd.write_metrics(rows[g])
             rd.clear_parts(label)
-            point = {"point": label, "overrides": over, **evaluate_point(pcfg, setup.seeds, hist, refs)}
+            point = {"point": label, "overrides": over, **evaluate_point(pcfgs[g], setup.seeds, hist, refs[g])}
             A, B = jax.vmap(setup.model.A)(params), jax.vmap(setup.model.B)(params)
             for i, seed in enumerate(setup.seeds):
                 prefix = f"{label}/seed{seed}/" if label else f"seed{seed}/"
@@ -130,6 +146,10 @@ def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd,
             "table": table(pts), "report_lines": report_lines(pts)}
 
 
+# what a sweep's runs may differ in and still be one program (values of the optimiser state or the seed
+# axis, never a shape): the learning rate, the seeds, and the data law's Σ, task prior and noise
+GROUP_FIELDS = ("train.lr", "seed", "seeds", "data.covariance", "data.eigenvalues", "data.condition_number",
+                "data.w_prior", "data.noise_std")
 THEORY_KEYS = ("optimal_loss", "gd", "pgd", "ols")
 
 
@@ -165,7 +185,7 @@ def report_lines(points: list[dict]) -> list[str]:
 register(Experiment(
     "quickstart", "ahn",
     "a 1-layer model learns Theorem 1's optimum; a 3-layer model beats 3 steps of tuned GD",
-    run, group_runner=run_group, combine=combine,
+    run, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
     defaults={"grid": {"model.layers": [1, 3]},
               "data": {"d": 5, "n": 20, "covariance": "eigenvalues", "eigenvalues": [2.0, 1.0, 0.5, 0.25, 0.1],
                        "w_prior": "identity", "test_size": 50_000},
@@ -175,7 +195,7 @@ register(Experiment(
 register(Experiment(
     "ahn-loss-vs-layers", "ahn",
     "L = 1…4 trained transformer vs L-step GD / preconditioned GD (paper Fig. 7)",
-    run, group_runner=run_group, combine=combine,
+    run, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
     defaults={"seeds": 5, "grid": {"model.layers": [1, 2, 3, 4]}, "data": OFFICIAL_DATA,
               "model": {"parameterization": "relaxed", "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.01, "decay_every": 4000, "steps": 20_000}},
@@ -185,7 +205,7 @@ register(Experiment(
 register(Experiment(
     "ahn-loss-vs-n", "ahn",
     "3-layer trained transformer vs 3-step GD / preconditioned GD / OLS over n = 2…20 (paper Fig. 6)",
-    run, group_runner=run_group, combine=combine,
+    run, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
     defaults={"seeds": 5, "grid": {"data.n": [2, 4, 6, 8, 10, 12, 14, 16, 18, 20]},
               "data": {**OFFICIAL_DATA, "resample_every": 1},
               "model": {"layers": 3, "parameterization": "relaxed", "init_std": 1e-4},
@@ -198,7 +218,7 @@ register(Experiment(
 register(Experiment(
     "ahn-structure", "ahn",
     "sparse (Thm 3) and relaxed (Thm 4) models: distances to Σ⁻¹ and I over training, heat maps, ‖A_ℓ‖ order",
-    run, group_runner=run_group, combine=combine,
+    run, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
     defaults={"seeds": 5, "grid": {"model.parameterization": ["sparse", "relaxed"]}, "data": OFFICIAL_DATA,
               "model": {"layers": 3, "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.02, "decay_every": 2000, "steps": 30_000}},

@@ -90,3 +90,14 @@ def build(cfg: RunConfig) -> Setup:
                       loss=model.loss, evaluate=evaluate,
                       seed_map="vmap" if model.form == "kernel" or jax.default_backend() != "cpu" else "map")
     return Setup(model, problem, tasks, tests, [_to_numpy(p) for p in tests_raw], vals, keys, seeds)
+
+
+def stack(setups: list[Setup]) -> Setup:
+    """Several runs' setups on one seed axis: one program for runs of the same shapes that differ in their
+    seeds or data law (Σ, task prior, noise)."""
+    cat = lambda *xs: jnp.concatenate(xs)  # noqa: E731
+    return setups[0]._replace(tasks=jax.tree.map(cat, *(s.tasks for s in setups)),
+                              tests=jax.tree.map(cat, *(s.tests for s in setups)),
+                              test_prompts=[p for s in setups for p in s.test_prompts],
+                              val_prompts=[p for s in setups for p in s.val_prompts],
+                              keys=cat(*(s.keys for s in setups)), seeds=[x for s in setups for x in s.seeds])

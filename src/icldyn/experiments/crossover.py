@@ -54,7 +54,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> dict[str, Any]:
                                                  "norm_Q": jnp.linalg.norm(params["Q"])},
             seed_map="vmap")
         tick = reporter.start(label or cfg.experiment, pcfg.train.steps)
-        [(params, hist)] = train_point([(rd, label)], seeds, pcfg, problem, build_optimizer(pcfg.train), tasks,
+        [(params, hist)] = train_point([(rd, label, seeds)], pcfg, problem, build_optimizer(pcfg.train), tasks,
                                        tests, keys, tick)
         history_rows(rd.run_id, label, seeds, hist, rows)
         rd.write_metrics(rows)

@@ -186,7 +186,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
             start = time.time()
             rates = method.lrs or (pcfg.train.lr,)
             labels = [name + (f" (lr={lr:g})" if method.lrs else "") for lr in rates]
-            trained = train_point([(rd, label) for label in labels], setup.seeds, pcfg, setup.problem, setup.opt,
+            trained = train_point([(rd, label, setup.seeds) for label in labels], pcfg, setup.problem, setup.opt,
                                   setup.tasks, None, setup.keys, tick, list(method.lrs) or None)
             wall = time.time() - start
             checks += [a for a in setup.assumptions if a not in checks]

@@ -204,7 +204,7 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
             label = ", ".join(x for x in (glabel, method.name) if x)
             tick = reporter.start(label, pcfg.train.steps)
             start = time.time()
-            [(params, hist)] = train_point([(rd, label)], setup.seeds, pcfg, setup.problem,
+            [(params, hist)] = train_point([(rd, label, setup.seeds)], pcfg, setup.problem,
                                            build_optimizer(pcfg.train), setup.tasks, None, setup.keys, tick)
             wall = time.time() - start
             history_rows(rd.run_id, label, setup.seeds, hist, rows)

@@ -134,9 +134,10 @@ def set_learning_rates(opt_state: PyTree, lrs: jax.Array) -> PyTree:
 
 
 def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array,
-                lrs: list[float] | None = None) -> TrainState:
+                lrs: list[float] | None = None, slot_lrs: list[float] | None = None) -> TrainState:
     """Every seed's initial state; with ``lrs``, params and optimiser state repeated once per learning rate
-    (slot ``g · seeds + s``), the rate written into the optimiser state."""
+    (slot ``g · seeds + s``), the rate written into the optimiser state; with ``slot_lrs``, one rate per seed
+    written into its state."""
     def init(task, key):
         k_init, k_batch, k_loop = jax.random.split(key, 3)
         params = problem.init(task, k_init)
@@ -144,6 +145,8 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
                           jnp.zeros((), jnp.int32))
 
     state = jax.jit(over_seeds(init, problem.seed_map))(tasks, keys)
+    if slot_lrs is not None:
+        return state._replace(opt_state=set_learning_rates(state.opt_state, np.asarray(slot_lrs)))
     if lrs is None:
         return state
     tile = lambda t: jax.tree.map(lambda a: jnp.concatenate([a] * len(lrs)), t)  # noqa: E731
@@ -155,13 +158,15 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
           steps: int, log_every: int, resample_every: int = 1, max_loss: float = 1e6,
           on_chunk: Callable[[int, dict[str, np.ndarray]], None] | None = None,
           snapshot: Callable[[dict[str, Any]], None] | None = None,
-          restore: dict[str, Any] | None = None, lrs: list[float] | None = None) -> tuple[PyTree, History]:
+          restore: dict[str, Any] | None = None, lrs: list[float] | None = None,
+          slot_lrs: list[float] | None = None) -> tuple[PyTree, History]:
     """Train every seed (leading axis of ``tasks``, ``tests``, ``keys``) in one compiled program.
 
     ``lrs``: a learning-rate axis — every seed trained at each rate in the same program, the rates sharing
     the seed's batches (exactly the data an ungrouped run at that rate sees); params and metrics then have
-    ``len(lrs) × seeds`` slots, rate-major (:func:`split_slots`). The optimiser must hold its rate in its
-    state (:func:`~icldyn.train.optimizers.scale_by_lr`, as every ``build_optimizer`` does).
+    ``len(lrs) × seeds`` slots, rate-major (:func:`take_slots`). ``slot_lrs``: instead, one rate per seed
+    (runs that differ in their seeds or data law as well, stacked on the seed axis). The optimiser must hold
+    its rate in its state (:func:`~icldyn.train.optimizers.scale_by_lr`, as every ``build_optimizer`` does).
 
     Metrics are logged at step 0 and every ``log_every`` steps. A seed whose loss metric (any metric
     named ``*loss``) is non-finite or above ``max_loss``, or whose gradient norm is non-finite, is marked
@@ -173,7 +178,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     """
     copies = 1 if lrs is None else len(lrs)
     n_slots = copies * len(keys)
-    state = init_states(problem, opt, tasks, keys, lrs)
+    state = init_states(problem, opt, tasks, keys, lrs, slot_lrs)
     evaluate = jax.jit(evaluate_slots(problem, copies))
     history = History()
 
@@ -215,13 +220,9 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     return good_params, history
 
 
-def split_slots(params: PyTree, history: History, copies: int) -> list[tuple[PyTree, History]]:
-    """(params, history) of a ``lrs`` training → one (params, history) per learning rate, seeds leading."""
-    seeds = len(jax.tree.leaves(params)[0]) // copies
-    out = []
-    for g in range(copies):
-        rows = slice(g * seeds, (g + 1) * seeds)
-        hist = History(list(history.steps), [{k: v[rows] for k, v in m.items()} for m in history.metrics],
-                       {i - g * seeds: s for i, s in history.diverged_at.items() if g * seeds <= i < (g + 1) * seeds})
-        out.append((jax.tree.map(lambda a: a[rows], params), hist))
-    return out
+def take_slots(params: PyTree, history: History, rows: slice) -> tuple[PyTree, History]:
+    """The params and history of the slots ``rows`` (a run's share of a job; slots renumbered from 0)."""
+    start, stop, _ = rows.indices(len(jax.tree.leaves(params)[0]))
+    hist = History(list(history.steps), [{k: v[rows] for k, v in m.items()} for m in history.metrics],
+                   {i - start: s for i, s in history.diverged_at.items() if start <= i < stop})
+    return jax.tree.map(lambda a: a[rows], params), hist
