@@ -76,6 +76,19 @@ def test_points_differing_in_seeds_and_data_law_are_one_job(tmp_path):
         assert abs(grouped[key] - value) <= 1e-5 * abs(value) + 1e-7, key
 
 
+def test_no_group_runs_each_point_alone_bit_for_bit(tmp_path):
+    cli = CliRunner()
+    res = cli.invoke(app, ["sweep", "quickstart", "--grid", "train.lr=0.02,0.03", "--no-group", *TINY,
+                           "--set", "data.n=10", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    record = json.loads(next((tmp_path / "sweeps").glob("*.json")).read_text())
+    assert [p["job_size"] for p in record["points"]] == [1, 1]
+    res = cli.invoke(app, ["run", "quickstart", *TINY, "--set", "train.lr=0.02", "--set", "data.n=10",
+                           "--out", str(tmp_path / "alone")])
+    assert res.exit_code == 0, res.output
+    assert _metrics(tmp_path / record["points"][0]["run_id"]) == _metrics(next((tmp_path / "alone").iterdir()))
+
+
 def _metrics(run: Path) -> dict:
     import pyarrow.parquet as pq
 

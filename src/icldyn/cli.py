@@ -153,6 +153,8 @@ def sweep_(
                                           "instance)"),
     out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="run store directory"),
     resume: Optional[str] = typer.Option(None, "--resume", help="SWEEP_ID: rerun only its unfinished points"),
+    group: bool = typer.Option(True, "--group/--no-group", help="points that differ only in learning rate, "
+                               "seeds or data law as one program (default), or each point alone"),
 ) -> None:
     """Run every point of a grid as its own run directory, with a sweep record in <out>/sweeps/. Without
     --grid, the recipe's own grid (its paper figure) is swept, and its combined report written beside the record."""
@@ -170,7 +172,8 @@ def sweep_(
             point_configs(point_raw, quick, point_axes)  # every point validated before anything trains
     _setup()
     with bad_input(), progress_bars(True) as reporter:
-        record = sweep(raw, quick, axes, out, reporter, resume=resume, backend=backend, address=address)
+        record = sweep(raw, quick, axes, out, reporter, resume=resume, backend=backend, address=address,
+                       group=group)
     table = Table(title=f"sweep {record['sweep_id']}")
     for col in ("point", "run_id", "status"):
         table.add_column(col)

@@ -93,14 +93,15 @@ def _shape_key(cfg: RunConfig, ignore: tuple[str, ...] = ("train.lr",)) -> str:
     return json.dumps(dump, sort_keys=True)
 
 
-def jobs(configs: list[RunConfig], todo: list[int]) -> list[list[int]]:
+def jobs(configs: list[RunConfig], todo: list[int], group: bool = True) -> list[list[int]]:
     """The points ``todo`` as jobs: points that differ only in the recipe's ``group_fields`` (learning rate,
-    seeds, data law) are one job where it has a group runner, every other point is a job of its own; jobs
-    of equal shapes are adjacent."""
+    seeds, data law) are one job where it has a group runner (and ``group``), every other point is a job of
+    its own; jobs of equal shapes are adjacent."""
     groups: dict[str, list[int]] = {}
     for i in sorted(todo, key=lambda i: _shape_key(configs[i])):
         exp = get(configs[i].experiment)
-        key = _shape_key(configs[i], exp.group_fields) if exp.group_runner else f"{_shape_key(configs[i])}#{i}"
+        together = group and exp.group_runner is not None
+        key = _shape_key(configs[i], exp.group_fields) if together else f"{_shape_key(configs[i])}#{i}"
         groups.setdefault(key, []).append(i)
     return list(groups.values())
 
@@ -163,13 +164,14 @@ def _ray_runner(address: str | None):
 
 def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None, store: str | Path,
           reporter: Reporter | None = None, resume: str | None = None, backend: str = "local",
-          address: str | None = None) -> dict[str, Any]:
+          address: str | None = None, group: bool = True) -> dict[str, Any]:
     """Run (or resume) a sweep; returns its record. ``reporter`` shows the sweep's points done (and, on the
-    local backend, each point's training)."""
+    local backend, each point's training). ``group=False``: every point a job of its own (each point's
+    numbers then bit for bit those of its config run alone)."""
     store = Path(store)
     if resume is not None:
         record = load_record(store, resume)
-        raw, quick, axes = record["target"], record["quick"], record["axes"]
+        raw, quick, axes, group = record["target"], record["quick"], record["axes"], record.get("group", True)
     else:
         recipe_grid = not axes
         if recipe_grid:
@@ -177,7 +179,7 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
             recipe_grid = bool(axes)  # a recipe without a grid: one point, its own run's report
         record = {"sweep_id": f"{time.strftime('%Y%m%d-%H%M%S')}-{raw.get('experiment', 'quickstart')}-"
                               f"{secrets.token_hex(3)}", "target": raw, "quick": quick, "axes": axes,
-                  "recipe_grid": recipe_grid, "points": []}
+                  "recipe_grid": recipe_grid, "group": group, "points": []}
     configs = point_configs(raw, quick, axes)
     if not record["points"]:
         record["points"] = [{"overrides": over, "run_id": None, "status": "pending"} for over, _ in configs]
@@ -189,7 +191,7 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
         run_id = record["points"][i]["run_id"]
         return bool(run_id) and (store / run_id / "summary.json").is_file()
 
-    todo = jobs([cfg for _, cfg in configs], [i for i in range(len(configs)) if not finished_run(i)])
+    todo = jobs([cfg for _, cfg in configs], [i for i in range(len(configs)) if not finished_run(i)], group)
     finished = len(configs) - sum(map(len, todo))
     overall = (reporter or SilentReporter()).start(f"sweep {record['sweep_id']}", len(configs))
     overall(finished, {})
