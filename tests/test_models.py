@@ -80,3 +80,17 @@ def test_loading_the_kernel_leaves_subnormals_alone():
     kernel.value_and_grad_np(P, P, S, zq, y)
     tiny = np.float32(1e-38) * np.float32(1e-3)  # a float32 subnormal
     assert tiny > 0 and np.float64(5e-324) > 0
+
+
+@pytest.mark.skipif(not kernel.available(), reason="no C compiler: the kernel path is not built here")
+def test_kernel_copies_of_a_seed_share_its_batch():
+    """Parameters with a leading copy axis (several learning rates) against one batch per seed: the kernel
+    loops over the copies instead of copying the batch, with each copy's exact result."""
+    rng = np.random.default_rng(0)
+    G, S, B, D = 3, 2, 50, 6
+    P, Q = (0.1 * rng.normal(size=(G, S, 2, 1, D, D)).astype(np.float32) for _ in range(2))
+    Sm, zq, y = (rng.normal(size=(1, S, B) + core).astype(np.float32) for core in ((D, D), (D,), ()))
+    out = kernel.value_and_grad_np(P, Q, Sm, zq, y)
+    ref = [kernel.value_and_grad_np(P[g], Q[g], Sm[0], zq[0], y[0]) for g in range(G)]
+    for j in range(3):
+        np.testing.assert_array_equal(out[j], np.stack([r[j] for r in ref]))

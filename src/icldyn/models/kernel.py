@@ -113,12 +113,12 @@ def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarra
     data = (1,) * (len(lead) - len(data)) + data
     k = next((i for i, (a, b) in enumerate(zip(data, lead)) if a != 1 or b == 1), len(lead))
     if k and data[k:] == lead[k:]:  # parameters-only leading axes: one kernel call per copy, same batch
-        Pb, Qb = (np.broadcast_to(a, lead + a.shape[-4:]).reshape((-1,) + lead[k:] + a.shape[-4:]) for a in (P, Q))
-        parts = [value_and_grad_np(Pc, Qc, S.reshape(S.shape[-3 - len(lead) + k:]) if S.ndim > 3 else S,
-                                   zq.reshape(zq.shape[-2 - len(lead) + k:]) if zq.ndim > 2 else zq,
-                                   y.reshape(y.shape[-1 - len(lead) + k:]) if y.ndim > 1 else y,
-                                   want_grad=want_grad, threads=threads, trained=trained) for Pc, Qc in zip(Pb, Qb)]
-        return tuple(np.stack([part[j] for part in parts]).reshape(lead + parts[0][j].shape[len(lead) - k:])
+        inner = lead[k:]
+        strip = lambda a, core: a.reshape(a.shape[max(a.ndim - core - len(inner), 0):])  # noqa: E731  (size-1 axes)
+        Pb, Qb = (np.broadcast_to(a, lead + a.shape[-4:]).reshape((-1,) + inner + a.shape[-4:]) for a in (P, Q))
+        parts = [value_and_grad_np(Pc, Qc, strip(S, 3), strip(zq, 2), strip(y, 1), want_grad=want_grad,
+                                   threads=threads, trained=trained) for Pc, Qc in zip(Pb, Qb)]
+        return tuple(np.stack([part[j] for part in parts]).reshape(lead + parts[0][j].shape[len(inner):])
                      for j in range(3))
     lead, (P, Q, S, zq, y) = _seeds([P, Q, S, zq, y], [4, 4, 3, 2, 1], dtype)
     ns, (L, H, D, _) = P.shape[0], P.shape[1:]
