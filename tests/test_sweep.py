@@ -43,6 +43,14 @@ def test_sweep_runs_grid_records_and_resumes(tmp_path):
                               "JOIN sweeps n ON n.run_id = m.run_id AND n.key = 'data.n' "
                               "WHERE m.metric = 'test_loss' AND m.step = 40 GROUP BY 1, 2")
     assert len(rows) == 6
+    # and the sweep's own report: the final test loss per point, against each axis
+    summary = json.loads((tmp_path / record["report"]).with_name("summary.json").read_text())
+    finals = {(r[0], r[1]): float(r[3].split(" ± ")[0]) for r in summary["table"]["rows"]}
+    assert len(finals) == 6 and all(r[4] == 0 for r in summary["table"]["rows"])
+    for lr, n, mean in rows:
+        assert abs(finals[(float(lr), int(n))] - mean) <= 5e-4 * mean  # the query's numbers (to 4 digits)
+    figures = (tmp_path / record["report"]).with_name("figures")
+    assert {f.name for f in figures.iterdir()} == {"final_vs_train_lr.png", "final_vs_data_n.png"}
     # a sweep interrupted after some points: resume reruns only the unfinished ones
     done = [p["run_id"] for p in record["points"]]
     record["points"][1].update(run_id=None, status="pending")

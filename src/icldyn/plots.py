@@ -36,6 +36,25 @@ def draw_many(draw: Callable[..., list[str]], calls: list[tuple]) -> list[list[s
         return list(pool.map(draw, *zip(*calls)))
 
 
+def final_vs_axis(title: str, axis: str, metric: str, series: dict[str, tuple], rd) -> str:
+    """A sweep's axis against the final value of a metric: mean over seeds with its min–max band, one line
+    per combination of the other axes (and in-run grid point)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    xs, ys = [], []
+    for name, (x, m, lo, hi) in series.items():
+        (line,) = ax.plot(x, m, "o-", label=name or metric)
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+        xs += list(x)
+        ys += list(lo)
+    if min(xs) > 0 and max(xs) >= 10 * min(xs):
+        ax.set_xscale("log")
+    if min(ys) > 0:
+        ax.set_yscale("log")
+    ax.set(xlabel=axis, ylabel=f"final {metric}", title=title)
+    ax.legend(fontsize=7)
+    return _save(fig, rd, f"final_vs_{axis.replace('.', '_')}")
+
+
 def _save(fig, rd, name: str) -> str:
     fig.tight_layout()
     fig.savefig(rd.figure(name), dpi=110)

@@ -36,9 +36,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from icldyn.config import ConfigError, RunConfig, _SECTIONS, build, parse_value, set_dotted
+from icldyn import plots
 from icldyn.experiments import Reporter, SilentReporter, get
 from icldyn.runs import execute_group, report as report_md, versions
 from icldyn.store import RunDir, StoreError, write_json, write_text
@@ -246,15 +248,21 @@ class _ReportDir:
         return self.path / "figures" / f"{name}.png"
 
 
+MAIN_METRICS = ("test_loss", "excess_loss", "loss", "train_loss")  # the first a recipe logs is its sweep figure's
+
+
 def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
-    """A finished sweep over a recipe's own grid gets the recipe's combined report — the figures, table and
-    notes ``icldyn run RECIPE`` draws in one directory — built from its points' run directories, in
-    ``<store>/sweeps/<sweep_id>/``; its path is recorded as ``record["report"]``. Returns the record."""
+    """A finished sweep's report in ``<store>/sweeps/<sweep_id>/`` (report.md, summary.json, figures/), its
+    path recorded as ``record["report"]``. A sweep over a recipe's own grid gets the recipe's combined
+    report — the figures, table and notes ``icldyn run RECIPE`` draws in one directory — built from its
+    points' run directories; any other sweep the final value of its main loss metric per point and against
+    each numeric axis (:func:`axes_summary`). Returns the record."""
     exp = get(record["target"].get("experiment", "quickstart"))
-    if not record.get("recipe_grid") or exp.combine is None or any(p["status"] != "finished"
-                                                                    for p in record["points"]):
-        return record
-    cfg = exp.config({**record["target"], "grid": record["axes"]}, quick=record["quick"])
+    if any(p["status"] not in ("finished", "diverged") for p in record["points"]):
+        return record  # not every point has run yet
+    combined = record.get("recipe_grid") and exp.combine is not None
+    cfg = exp.config({**record["target"], "grid": record["axes"]} if combined else record["target"],
+                     quick=record["quick"])
     points: list[dict] = []
     rows: dict[str, list] = defaultdict(list)
     extra: dict[str, list] = {}
@@ -264,7 +272,7 @@ def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
         name = lambda q: ", ".join(x for x in (label, q) if x)  # noqa: E731  (the labels of an in-run grid)
         summary = json.loads((run / "summary.json").read_text())
         for q in summary["points"]:
-            q = {**q, "point": name(q["point"]), "run_id": p["run_id"]}
+            q = {**q, "point": name(q["point"]), "run_point": q["point"], "run_id": p["run_id"]}
             for key in ("grid", "overrides"):
                 if key in q:
                     q[key] = {**p["overrides"], **q[key]}
@@ -273,16 +281,60 @@ def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
             if key in summary:
                 extra.setdefault(key, []).extend(x for x in summary[key] if x not in extra[key])
         table = pq.read_table(run / "metrics.parquet").to_pydict()
+        table["run_point"] = table["point"]
         table["point"] = [name(x) for x in table["point"]]
         for key, values in table.items():
             rows[key].extend(values)
     out = _record_path(store, record["sweep_id"]).with_suffix("")
-    result = exp.combine(cfg, {"points": points, **extra}, rows, _ReportDir(out))
+    if combined:
+        result = exp.combine(cfg, {"points": points, **extra}, rows, _ReportDir(out))
+    else:
+        result = axes_summary(record, points, rows, _ReportDir(out))
+    status = "finished" if all(p["status"] == "finished" for p in record["points"]) else "diverged"
     summary = {"run_id": f"sweep {record['sweep_id']}", "experiment": cfg.experiment, "paper": exp.paper,
-               "description": exp.description, "versions": versions(),
+               "description": exp.description, "versions": versions(), "status": status,
                "wall_s": sum(p["wall_s"] / p["job_size"] for p in record["points"] if "wall_s" in p), **result}
     write_text(out / "report.md", report_md(cfg, summary))
     write_json(out / "summary.json", summary)
     record["report"] = str(out.relative_to(store) / "report.md")
     write_json(_record_path(store, record["sweep_id"]), record)
     return record
+
+
+def axes_summary(record: dict[str, Any], points: list[dict], rows: dict[str, list], rd) -> dict[str, Any]:
+    """The final value of the main loss metric (mean, sd, min, max over seeds) of every sweep point (and
+    in-run grid point), as a table and, against each numeric axis, a figure."""
+    diverged = {(q["run_id"], q["run_point"]): sum(s.get("status") == "diverged" for s in q.get("seeds", []))
+                for q in points}
+    metric = next((m for m in MAIN_METRICS if m in set(rows["metric"])), None)
+    if metric is None:
+        return {"figures": []}
+    last: dict[tuple, tuple[int, float]] = {}  # (run, in-run point, seed) -> (step, value): its last finite row
+    for run, pt, seed, step, m, v in zip(rows["run_id"], rows["run_point"], rows["seed"], rows["step"],
+                                         rows["metric"], rows["value"]):
+        if m == metric and np.isfinite(v) and step >= last.get((run, pt, seed), (-1, 0.0))[0]:
+            last[(run, pt, seed)] = (step, v)
+    finals = defaultdict(list)
+    for (run, pt, _), (_, v) in last.items():
+        finals[(run, pt)].append(v)
+    by_run = {p["run_id"]: p["overrides"] for p in record["points"]}
+    entries = [(by_run[run], pt, np.asarray(v)) for (run, pt), v in finals.items()]
+    axes = list(record["axes"])
+    table = {"columns": [*axes, "in-run point", f"final {metric} (mean ± sd over seeds)", "diverged seeds"],
+             "rows": [[*(over[a] for a in axes), pt or "—", f"{v.mean():.4g} ± {v.std():.2g}",
+                       diverged.get((run, pt), 0)] for (run, pt), (over, _, v) in zip(finals, entries)]}
+    figures = []
+    for axis in axes:
+        if len(record["axes"][axis]) < 2 or not all(isinstance(x, (int, float)) for x in record["axes"][axis]):
+            continue
+        series: dict[str, list] = defaultdict(list)
+        for over, pt, v in entries:
+            rest = ", ".join([f"{a}={over[a]}" for a in axes if a != axis] + ([pt] if pt else []))
+            series[rest].append((over[axis], v.mean(), v.min(), v.max()))
+        series = {k: tuple(np.array(c) for c in zip(*sorted(pts))) for k, pts in series.items()}
+        figures.append(plots.final_vs_axis(f"{record['target'].get('experiment', 'quickstart')}: sweep "
+                                           f"{record['sweep_id']}", axis, metric, series, rd))
+    return {"metric": metric, "table": table, "figures": figures,
+            "report_lines": [f"Final {metric}: the value at each seed's last finite logged row (a diverged seed's "
+                             "from before it diverged), per sweep point. The run directories hold everything else.",
+                             ""]}
