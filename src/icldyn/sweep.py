@@ -39,13 +39,14 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from icldyn.config import ConfigError, RunConfig, _SECTIONS, build, parse_value, set_dotted
 from icldyn import plots
+from icldyn.config import ConfigError, RunConfig, _SECTIONS, build, parse_value, set_dotted
 from icldyn.experiments import Reporter, SilentReporter, get
 from icldyn.runs import execute_group, report as report_md, versions
 from icldyn.store import RunDir, StoreError, write_json, write_text
 
 TOP_LEVEL = ("seeds", "seed")
+MAX_JOB = 64  # points per job at most: a job's slots, states and held-out sets all live in memory at once
 
 
 def parse_axes(items: list[str]) -> dict[str, list]:
@@ -105,7 +106,7 @@ def jobs(configs: list[RunConfig], todo: list[int], group: bool = True) -> list[
         together = group and exp.group_runner is not None
         key = _shape_key(configs[i], exp.group_fields) if together else f"{_shape_key(configs[i])}#{i}"
         groups.setdefault(key, []).append(i)
-    return list(groups.values())
+    return [job[k:k + MAX_JOB] for job in groups.values() for k in range(0, len(job), MAX_JOB)]
 
 
 def _record_path(store: Path, sweep_id: str) -> Path:
