@@ -97,3 +97,20 @@ def test_fit_rate_and_steps_to():
     assert goel.steps_to([0, 1, 2, 3, 4], curve, 1e-8) == 3
     assert goel.steps_to([0, 1, 2, 3, 4], curve, 1e-8, stay=False) == 1
     assert goel.steps_to([0, 1], [1.0, 1.0], 1e-8) is None
+
+
+def test_conditioning_grid_swept_as_one_job(session_store, tmp_path):
+    """κ changes Σ, not a shape: a sweep over the recipe's κ grid stacks the three runs on one seed axis (one
+    job, one program per method) and gives the numbers of the in-run grid."""
+    import json
+
+    from icldyn.sweep import sweep
+
+    raw = {"experiment": "goel-conditioning", "seeds": 1, "train": {"steps": 300}}
+    _, s = execute(get("goel-conditioning").config(raw, quick=True), session_store)
+    record = sweep(raw, True, None, tmp_path)
+    assert [p["job_size"] for p in record["points"]] == [3, 3, 3]
+    combined = json.loads((tmp_path / record["report"]).with_name("summary.json").read_text())
+    assert combined["steps_by_kappa"] == s["steps_by_kappa"]
+    np.testing.assert_allclose([p["final_excess"] for p in combined["points"]],
+                               [p["final_excess"] for p in s["points"]], rtol=1e-9)

@@ -203,12 +203,15 @@ def goel_figures(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], 
 
     if cfg.experiment == "goel-conditioning":
         fig, ax = plt.subplots(figsize=(6.4, 4.3))
+        reached = False
         for i, name in enumerate(dict.fromkeys(p["method"] for p in points)):
             sel = [p for p in points if p["method"] == name]
             steps = [p["steps_to_target"] if p["steps_to_target"] is not None else np.nan for p in sel]
+            reached = reached or bool(np.isfinite(steps).any())
             ax.plot([p["kappa"] for p in sel], steps, "o-", color=f"C{i}", label=name)
         ax.axhline(cfg.train.steps, color="k", lw=0.6, ls="--", label="budget (not reached above)")
-        ax.set(xscale="log", yscale="log", xlabel="κ(Σ)",
+        scale = "log" if reached else "linear"  # none reached: nothing to draw on log axes
+        ax.set(xscale=scale, yscale=scale, xlabel="κ(Σ)",
                ylabel=f"iterations to L − L* < {result.get('target', 1e-8):g}",
                title=f"{cfg.experiment}\n{sub}")
         ax.legend(fontsize=8)

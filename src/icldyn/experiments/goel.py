@@ -114,6 +114,10 @@ class Method(NamedTuple):
     lrs: tuple[float, ...] = ()  # several: trained together, the best reported as tuned
 
 
+# what a sweep's runs may differ in and still be one program (the seed axis or the optimiser state, never a
+# shape): the seeds, the data law (Σ, M, noise) and the learning rate of the methods that do not tune it
+GROUP_FIELDS = ("train.lr", "seed", "seeds", "data.covariance", "data.eigenvalues", "data.condition_number",
+                "data.m_norm", "data.m_singular_values", "data.noise_std")
 ADAM_LRS = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 ETAS = (2.5, 5.0, 10.0, 20.0, 40.0)  # GD step sizes tried (η = 40 diverges at ‖MΣ^½‖ = 0.05)
 RANDOM = {"model.init": "random", "train.precondition": False, "train.regularizer": 0.0}
@@ -171,46 +175,71 @@ def _better(a: dict, b: dict) -> bool:
     return key(a) < key(b)
 
 
+def stack(setups: list[Setup]) -> Setup:
+    """Several runs' setups on one seed axis: one program for runs that differ only in ``GROUP_FIELDS``."""
+    cat = lambda *xs: jnp.concatenate(xs)  # noqa: E731
+    return setups[0]._replace(tasks=jax.tree.map(cat, *(s.tasks for s in setups)), keys=cat(*(s.keys for s in setups)),
+                              seeds=[x for s in setups for x in s.seeds],
+                              assumptions=[a for s in setups for a in s.assumptions])
+
+
 def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, ...]) -> dict[str, Any]:
-    """Train every (grid point × method); lr-tuned methods as one program over their learning rates."""
+    return run_group([cfg], [rd], reporter, methods)[0]
+
+
+def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter,
+              methods: tuple[Method, ...]) -> list[dict[str, Any]]:
+    """Train every (grid point × method) of runs that differ only in ``GROUP_FIELDS`` (one run, or a sweep's
+    job: the runs stacked on the seed axis); a method's learning rates are the trainer's learning-rate axis."""
     t0 = time.time()
-    rows: dict[str, list] = defaultdict(list)
-    arrays: dict[str, np.ndarray] = {}
-    points, checks = [], []
+    cfg, runs = cfgs[0], range(len(cfgs))
+    rows: list[dict[str, list]] = [defaultdict(list) for _ in runs]
+    arrays: list[dict[str, np.ndarray]] = [{} for _ in runs]
+    points: list[list[dict]] = [[] for _ in runs]
+    checks: list[list[dict]] = [[] for _ in runs]
     for glabel, gover in grid_points(cfg):
         for method in methods:
-            pcfg = with_overrides(cfg, {**gover, **method.overrides})
-            setup = build(pcfg)
+            pcfgs = [with_overrides(c, {**gover, **method.overrides}) for c in cfgs]
+            setups = [build(c) for c in pcfgs]
+            data = stack(setups) if len(cfgs) > 1 else setups[0]
             name = ", ".join(x for x in (glabel, method.name) if x)
-            tick = reporter.start(name, pcfg.train.steps)
+            tick = reporter.start(name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)", pcfgs[0].train.steps)
             start = time.time()
-            rates = method.lrs or (pcfg.train.lr,)
-            labels = [name + (f" (lr={lr:g})" if method.lrs else "") for lr in rates]
-            trained = train_point([(rd, label, setup.seeds) for label in labels], pcfg, setup.problem, setup.opt,
-                                  setup.tasks, None, setup.keys, tick, list(method.lrs) or None)
+            labels = [name + f" (lr={lr:g})" for lr in method.lrs] or [name]
+            # slots: rate-major, then the runs' seeds in order — one target per (rate, run)
+            targets = [(rds[m], label, setups[m].seeds) for label in labels for m in runs]
+            slot_lrs = [c.train.lr for c, s in zip(pcfgs, setups) for _ in s.seeds] if not method.lrs else None
+            trained = train_point(targets, pcfgs[0], data.problem, data.opt, data.tasks, None, data.keys, tick,
+                                  list(method.lrs) or None, slot_lrs if len(cfgs) > 1 else None)
             wall = time.time() - start
-            checks += [a for a in setup.assumptions if a not in checks]
-            tuned = []
-            for lr, label, (params, hist) in zip(rates, labels, trained):
-                history_rows(rd.run_id, label, setup.seeds, hist, rows)
-                point = summarise(label, method, pcfg, lr, setup.seeds, hist, wall)
+            tuned: list[list[dict]] = [[] for _ in runs]
+            for (rd, label, seeds), (params, hist), (g, m) in zip(targets, trained,
+                                                                  ((g, m) for g in range(len(labels)) for m in runs)):
+                history_rows(rd.run_id, label, seeds, hist, rows[m])
+                lr = method.lrs[g] if method.lrs else pcfgs[m].train.lr
+                point = summarise(label, method, pcfgs[m], lr, seeds, hist, wall)
                 point["grid"] = gover
-                for i, seed in enumerate(setup.seeds):
+                for i, seed in enumerate(seeds):
                     for k, leaf in params.items():
-                        arrays[f"{label}/seed{seed}/{k}"] = np.asarray(leaf[i])
-                tuned.append(point)
-            if method.lrs:
-                best = functools.reduce(lambda a, b: b if _better(b, a) else a, tuned)
-                for p in tuned:
-                    p["tuned_best"] = p is best
-            points += tuned
-            rd.write_metrics(rows)
-            for label in labels:
-                rd.clear_parts(label)
-            rd.write_params(arrays)
-    warnings = sorted({w for a in checks for w in a["warnings"]})
-    return combine(cfg, {"points": points, "assumptions": checks, "warnings": warnings, "wall_s": time.time() - t0},
-                   rows, rd)
+                        arrays[m][f"{label}/seed{seed}/{k}"] = np.asarray(leaf[i])
+                tuned[m].append(point)
+            for m in runs:
+                checks[m] += [a for a in setups[m].assumptions if a not in checks[m]]
+                if method.lrs:
+                    best = functools.reduce(lambda a, b: b if _better(b, a) else a, tuned[m])
+                    for p in tuned[m]:
+                        p["tuned_best"] = p is best
+                points[m] += tuned[m]
+                rds[m].write_metrics(rows[m])
+                for label in labels:
+                    rds[m].clear_parts(label)
+                rds[m].write_params(arrays[m])
+    out = []
+    for m in runs:
+        warnings = sorted({w for a in checks[m] for w in a["warnings"]})
+        out.append(combine(cfgs[m], {"points": points[m], "assumptions": checks[m], "warnings": warnings,
+                                     "wall_s": time.time() - t0}, rows[m], rds[m]))
+    return out
 
 
 def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> dict[str, Any]:
@@ -332,6 +361,7 @@ register(Experiment(
     "goel-convergence", "goel",
     "Algorithm 1 vs GD / tuned Adam / SGD and its ablations: excess loss and P-distance to S, fitted rate μ",
     functools.partial(run, methods=CONVERGENCE_METHODS),
+    group_runner=functools.partial(run_group, methods=CONVERGENCE_METHODS), group_fields=GROUP_FIELDS,
     combine=combine,
     defaults={"seeds": 5, "data": GOEL_DATA, "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 5000}},
     quick={"seeds": 2, "train": {"steps": 2000, "batch": 16}},
@@ -340,6 +370,7 @@ register(Experiment(
     "goel-sample-size", "goel",
     "Algorithm 1 with sampled gradients: the floor L(θ_∞) − L* against n, beside the n⁻² log⁶ n bound",
     functools.partial(run, methods=ALGORITHM1),
+    group_runner=functools.partial(run_group, methods=ALGORITHM1), group_fields=GROUP_FIELDS,
     combine=combine,
     defaults={"seeds": 5, "grid": {"data.n": [20, 50, 100, 200, 500, 1000, 2000]}, "data": GOEL_DATA,
               # small n makes the sampled gradient noisy: a smaller step than the population recipes' η = 20
@@ -351,6 +382,7 @@ register(Experiment(
     "goel-conditioning", "goel",
     "iterations to excess loss 1e-8 against κ(Σ) ∈ {1, 10, 100}, with and without the preconditioner",
     functools.partial(run, methods=CONDITIONING_METHODS),
+    group_runner=functools.partial(run_group, methods=CONDITIONING_METHODS), group_fields=GROUP_FIELDS,
     combine=combine,
     defaults={"seeds": 5, "grid": {"data.condition_number": [1.0, 10.0, 100.0]}, "data": GOEL_DATA,
               "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 20_000, "log_every": 10}},
