@@ -10,6 +10,7 @@ grid point, e.g. ``model.layers=3``; empty for a run without a grid).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -17,8 +18,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-import hashlib
 
 import duckdb
 import numpy as np

@@ -10,6 +10,7 @@ reports the best one ("tuned").
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from collections import defaultdict
 from typing import Any, NamedTuple
@@ -208,14 +209,16 @@ def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter,
             labels = [name + f" (lr={lr:g})" for lr in method.lrs] or [name]
             # slots: rate-major, then the runs' seeds in order — one target per (rate, run)
             targets = [(rds[m], label, setups[m].seeds) for label in labels for m in runs]
-            slot_lrs = [c.train.lr for c, s in zip(pcfgs, setups) for _ in s.seeds] if not method.lrs else None
-            trained = train_point(targets, pcfgs[0], data.problem, data.opt, data.tasks, None, data.keys, tick,
-                                  list(method.lrs) or None, slot_lrs if len(cfgs) > 1 else None)
+            untuned_stack = not method.lrs and len(cfgs) > 1  # each run's slots at its own train.lr
+            slot_lrs = [c.train.lr for c, s in zip(pcfgs, setups) for _ in s.seeds] if untuned_stack else None
+            trained = iter(train_point(targets, pcfgs[0], data.problem, data.opt, data.tasks, None, data.keys, tick,
+                                       list(method.lrs) or None, slot_lrs))
             wall = time.time() - start
             tuned: list[list[dict]] = [[] for _ in runs]
-            for (rd, label, seeds), (params, hist), (g, m) in zip(targets, trained,
-                                                                  ((g, m) for g in range(len(labels)) for m in runs)):
-                history_rows(rd.run_id, label, seeds, hist, rows[m])
+            for (g, label), m in itertools.product(enumerate(labels), runs):  # the targets' order
+                params, hist = next(trained)
+                seeds = setups[m].seeds
+                history_rows(rds[m].run_id, label, seeds, hist, rows[m])
                 lr = method.lrs[g] if method.lrs else pcfgs[m].train.lr
                 point = summarise(label, method, pcfgs[m], lr, seeds, hist, wall)
                 point["grid"] = gover
