@@ -1,6 +1,8 @@
 """The three exact forwards of the linear transformer agree (float64): column form (eq. 3),
 moment form, fused C kernel (loss and gradient)."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,10 +15,15 @@ from icldyn.models.linear_attention import LinearTransformer, moments
 D_, N_ = 4, 7
 
 
+@functools.cache
+def _prompts(d: int):
+    task = GaussianTask(jnp.eye(d), jnp.eye(d), jnp.eye(d), jnp.asarray(0.1))
+    return sample_prompts(task, key=jax.random.PRNGKey(0), batch=130, n=N_)  # 130: not a multiple of the block
+
+
 @pytest.fixture(scope="module")
 def prompts():
-    task = GaussianTask(jnp.eye(D_), jnp.eye(D_), jnp.eye(D_), jnp.asarray(0.1))
-    return sample_prompts(task, key=jax.random.PRNGKey(0), batch=130, n=N_)  # 130: not a multiple of the block
+    return _prompts(D_)
 
 
 @pytest.mark.parametrize("parameterization", ["full", "sparse", "relaxed"])
@@ -28,13 +35,16 @@ def test_moment_form_equals_column_form(prompts, parameterization):
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.skipif(not kernel.available(), reason="no C compiler: the kernel path is not built here")
-@pytest.mark.parametrize("parameterization", ["full", "sparse", "relaxed"])
-@pytest.mark.parametrize("dtype, tol", [(jnp.float64, 1e-12), (jnp.float32, 2e-5)])
-def test_kernel_loss_and_gradient_equal_autodiff(prompts, dtype, tol, parameterization):
-    x = jax.tree.map(lambda a: a.astype(dtype), moments(prompts))
-    mom = LinearTransformer(D_, 3, heads=2, parameterization=parameterization, init_std=0.3, form="moments")
-    ker = LinearTransformer(D_, 3, heads=2, parameterization=parameterization, init_std=0.3, form="kernel")
+@pytest.mark.skipif(not kernel.available(6), reason="no C compiler: the kernel path is not built here")
+@pytest.mark.parametrize("d, parameterization, dtype, tol", [
+    *((5, par, dtype, tol) for par in ("full", "sparse", "relaxed")
+      for dtype, tol in ((jnp.float64, 1e-12), (jnp.float32, 2e-5))),
+    (3, "full", jnp.float64, 1e-12),  # the kernel is compiled per D = d + 1: a second D (the sampler test's)
+])
+def test_kernel_loss_and_gradient_equal_autodiff(d, parameterization, dtype, tol):
+    x = jax.tree.map(lambda a: a.astype(dtype), moments(_prompts(d)))
+    mom = LinearTransformer(d, 3, heads=2, parameterization=parameterization, init_std=0.3, form="moments")
+    ker = LinearTransformer(d, 3, heads=2, parameterization=parameterization, init_std=0.3, form="kernel")
     params = mom.init(key=jax.random.PRNGKey(2), dtype=dtype)
     ref_l, ref_g = jax.value_and_grad(mom.loss)(params, x)
     ker_l, ker_g = jax.jit(jax.value_and_grad(ker.loss))(params, x)
@@ -52,7 +62,7 @@ def test_effective_preconditioner_of_each_parameterisation():
     np.testing.assert_array_equal(m.B(params), params["B"][:, 0])
 
 
-@pytest.mark.skipif(not kernel.available(), reason="no C compiler: the kernel path is not built here")
+@pytest.mark.skipif(not kernel.available(4), reason="no C compiler: the kernel path is not built here")
 def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
     from icldyn.config import DataConfig
     from icldyn.data.gaussian import make_task
@@ -72,17 +82,17 @@ def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.skipif(not kernel.available(), reason="no C compiler: the kernel path is not built here")
+@pytest.mark.skipif(not kernel.available(6), reason="no C compiler: the kernel path is not built here")
 def test_loading_the_kernel_leaves_subnormals_alone():
     """A fast-math link would set flush-to-zero for the whole process (crtfastmath.o)."""
-    P = np.zeros((1, 1, 3, 3), np.float32)
-    S, zq, y = np.zeros((4, 3, 3), np.float32), np.zeros((4, 3), np.float32), np.ones(4, np.float32)
+    P = np.zeros((1, 1, 6, 6), np.float32)
+    S, zq, y = np.zeros((4, 6, 6), np.float32), np.zeros((4, 6), np.float32), np.ones(4, np.float32)
     kernel.value_and_grad_np(P, P, S, zq, y)
     tiny = np.float32(1e-38) * np.float32(1e-3)  # a float32 subnormal
     assert tiny > 0 and np.float64(5e-324) > 0
 
 
-@pytest.mark.skipif(not kernel.available(), reason="no C compiler: the kernel path is not built here")
+@pytest.mark.skipif(not kernel.available(6), reason="no C compiler: the kernel path is not built here")
 def test_kernel_copies_of_a_seed_share_its_batch():
     """Parameters with a leading copy axis (several learning rates) against one batch per seed: the kernel
     loops over the copies instead of copying the batch, with each copy's exact result."""

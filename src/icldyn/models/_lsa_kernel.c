@@ -7,10 +7,16 @@
  *                Pbar_h += Tbar Q_h^T S,  Qbar_h += S P_h^T Tbar.
  *
  * Prompts are processed in blocks of BLK with the batch index innermost and contiguous, so every
- * small-matrix product is a run of vector FMAs that gcc vectorises; a block's forward tape stays
- * in L1/L2. Blocks are spread over OpenMP threads; parameter gradients are reduced per thread.
- * Compiled twice, for float (lsa_f32) and double (lsa_f64).
+ * small-matrix product is a run of vector FMAs; a block's forward tape stays in L1/L2. Within a block
+ * the products are register-blocked: for each vector of VL prompts, a row (or column) of one factor is
+ * held in registers while a row (or column) of the result is formed, so an FMA costs about one load
+ * instead of three loads and a store. D is a compile-time constant (-DDCONST=D; kernel.py builds one
+ * library per D on first use) so that these loops unroll fully and the row stays in registers.
+ * Blocks are spread over OpenMP threads; parameter gradients are reduced per thread.
+ * The typed part below is compiled twice, for float (lsa_f32) and double (lsa_f64), by including
+ * this file into itself.
  */
+#ifndef LSA_TYPED /* ============================ shared part ============================ */
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -27,265 +33,33 @@
 #define BLK 64
 #endif
 #define DMAX 16
-
+#if !defined(DCONST) || DCONST < 2 || DCONST > DMAX
+#error "compile with -DDCONST=D, 2 <= D <= DMAX"
+#endif
+#define VBYTES 32 /* one AVX2 register */
+#define INLINE static inline __attribute__((always_inline))
 #define IDX(i, j) ((i) * D + (j))
+/* the c-th vector of entry ij of a block array (batch innermost) */
+#define V(p, ij, c) (*(VEC *)((p) + (size_t)(ij) * BLK + (size_t)(c) * VL))
 
-#define DEFINE_KERNEL(NAME, REAL)                                                                  \
-int NAME(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall,                 \
-         const REAL *S0all, const REAL *zqall, const REAL *yall, REAL *loss_out, REAL *gP,         \
-         REAL *gQ, const unsigned char *mP, const unsigned char *mQ, int want_grad, int nthreads) { \
-    if (D > DMAX || D < 1) return 1;                                                               \
-    const long nblk = (B + BLK - 1) / BLK;                                                         \
-    const int DD = D * D;                                                                          \
-    const long npar = (long)L * H * DD;                                                            \
-    if (nthreads < 1) nthreads = 1;                                                                \
-    /* per thread: parameter-gradient accumulators and loss totals of every seed */               \
-    REAL *acc = (REAL *)calloc((size_t)nthreads * NS * 2 * npar, sizeof(REAL));                    \
-    double *tot = (double *)calloc((size_t)nthreads * NS, sizeof(double));                         \
-    if (!acc || !tot) return 2;                                                                    \
-    _Pragma("omp parallel num_threads(nthreads)")                                                  \
-    {                                                                                              \
-        int tid = 0;                                                                               \
-        TID_ASSIGN(tid);                                                                           \
-        /* tape: S_l, z_l, T_l for l = 0..L-1, plus S_L, z_L; each [.][BLK] */                    \
-        REAL *Ss = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)(L + 1) * DD * BLK);           \
-        REAL *zs = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)(L + 1) * D * BLK);            \
-        REAL *Ts = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)L * DD * BLK);                 \
-        REAL *SQ = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)DD * BLK);                     \
-        REAL *TSs = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)L * DD * BLK); /* T_l S_l */ \
-        REAL *Sb = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)DD * BLK);                     \
-        REAL *Sn = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)DD * BLK);                     \
-        REAL *Tb = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)DD * BLK);                     \
-        REAL *W = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)DD * BLK);                      \
-        REAL *zb = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)D * BLK);                      \
-        REAL *zn = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)D * BLK);                      \
-        REAL rr[BLK];                                                                              \
-        _Pragma("omp for schedule(static)")                                                        \
-        for (long it = 0; it < NS * nblk; it++) {                                                  \
-            const long sd = it / nblk, b0 = (it % nblk) * BLK;                                     \
-            const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);                                 \
-            const REAL *P = Pall + sd * npar, *Q = Qall + sd * npar, *S0 = S0all + sd * B * DD;    \
-            const REAL *zq = zqall + sd * B * D, *y = yall + sd * B;                               \
-            REAL *aP = acc + ((size_t)tid * NS + sd) * 2 * npar, *aQ = aP + npar;                  \
-            double total = 0.0;                                                                    \
-            /* load block, batch innermost; pad with zeros */                                      \
-            for (int ij = 0; ij < DD; ij++)                                                        \
-                for (int t = 0; t < BLK; t++)                                                      \
-                    Ss[ij * BLK + t] = t < nb ? S0[(b0 + t) * DD + ij] : 0;                        \
-            for (int i = 0; i < D; i++)                                                            \
-                for (int t = 0; t < BLK; t++) zs[i * BLK + t] = t < nb ? zq[(b0 + t) * D + i] : 0; \
-            /* ---------------- forward ---------------- */                                        \
-            for (int l = 0; l < L; l++) {                                                          \
-                const REAL *S = Ss + (size_t)l * DD * BLK;                                         \
-                REAL *T = Ts + (size_t)l * DD * BLK;                                               \
-                for (int ij = 0; ij < DD; ij++) {                                                  \
-                    const REAL e = (ij / D == ij % D) ? 1 : 0;                                     \
-                    for (int t = 0; t < BLK; t++) T[ij * BLK + t] = e;                             \
-                }                                                                                  \
-                for (int h = 0; h < H; h++) {                                                      \
-                    const REAL *Ph = P + ((size_t)l * H + h) * DD, *Qh = Q + ((size_t)l * H + h) * DD; \
-                    memset(SQ, 0, sizeof(REAL) * DD * BLK);                                        \
-                    for (int i = 0; i < D; i++)                                                    \
-                        for (int j = 0; j < D; j++)                                                \
-                            for (int k = 0; k < D; k++) {                                          \
-                                const REAL q = Qh[IDX(j, k)];                                      \
-                                if (q == 0) continue;                                              \
-                                REAL *o = SQ + IDX(i, k) * BLK; const REAL *s = S + IDX(i, j) * BLK; \
-                                for (int t = 0; t < BLK; t++) o[t] += s[t] * q;                    \
-                            }                                                                      \
-                    for (int i = 0; i < D; i++)                                                    \
-                        for (int j = 0; j < D; j++) {                                              \
-                            const REAL p = Ph[IDX(i, j)];                                          \
-                            if (p == 0) continue;                                                  \
-                            for (int k = 0; k < D; k++) {                                          \
-                                REAL *o = T + IDX(i, k) * BLK; const REAL *s = SQ + IDX(j, k) * BLK; \
-                                for (int t = 0; t < BLK; t++) o[t] += p * s[t];                    \
-                            }                                                                      \
-                        }                                                                          \
-                }                                                                                  \
-                const REAL *z = zs + (size_t)l * D * BLK;                                          \
-                REAL *z1 = zs + (size_t)(l + 1) * D * BLK;                                         \
-                memset(z1, 0, sizeof(REAL) * D * BLK);                                             \
-                for (int i = 0; i < D; i++)                                                        \
-                    for (int k = 0; k < D; k++) {                                                  \
-                        const REAL *a = T + IDX(i, k) * BLK, *v = z + k * BLK; REAL *o = z1 + i * BLK; \
-                        for (int t = 0; t < BLK; t++) o[t] += a[t] * v[t];                         \
-                    }                                                                              \
-                if (l == L - 1) break; /* S_L is never read */                                     \
-                /* TS = T S (kept for the backward), S_{l+1} = TS T^T (symmetric: upper, mirror) */ \
-                REAL *TS = TSs + (size_t)l * DD * BLK;                                             \
-                memset(TS, 0, sizeof(REAL) * DD * BLK);                                            \
-                for (int i = 0; i < D; i++)                                                        \
-                    for (int k = 0; k < D; k++)                                                    \
-                        for (int j = 0; j < D; j++) {                                              \
-                            const REAL *a = T + IDX(i, k) * BLK, *s = S + IDX(k, j) * BLK;         \
-                            REAL *o = TS + IDX(i, j) * BLK;                                        \
-                            for (int t = 0; t < BLK; t++) o[t] += a[t] * s[t];                     \
-                        }                                                                          \
-                REAL *S1 = Ss + (size_t)(l + 1) * DD * BLK;                                        \
-                for (int i = 0; i < D; i++)                                                        \
-                    for (int j = i; j < D; j++) {                                                  \
-                        REAL *o = S1 + IDX(i, j) * BLK;                                            \
-                        for (int t = 0; t < BLK; t++) o[t] = 0;                                    \
-                        for (int k = 0; k < D; k++) {                                              \
-                            const REAL *a = TS + IDX(i, k) * BLK, *c = T + IDX(j, k) * BLK;        \
-                            for (int t = 0; t < BLK; t++) o[t] += a[t] * c[t];                     \
-                        }                                                                          \
-                        if (j != i) memcpy(S1 + IDX(j, i) * BLK, o, sizeof(REAL) * BLK);           \
-                    }                                                                              \
-            }                                                                                      \
-            const REAL *zL = zs + (size_t)L * D * BLK;                                             \
-            for (int t = 0; t < nb; t++) {                                                         \
-                const REAL out = zL[(D - 1) * BLK + t];                                            \
-                rr[t] = out + y[b0 + t];                                                           \
-                total += (double)rr[t] * rr[t];                                                    \
-            }                                                                                      \
-            tot[(size_t)tid * NS + sd] += total;                                                   \
-            if (!want_grad) continue;                                                              \
-            for (int t = nb; t < BLK; t++) rr[t] = 0;                                              \
-            /* ---------------- backward ---------------- */                                       \
-            memset(zb, 0, sizeof(REAL) * D * BLK);                                                 \
-            for (int t = 0; t < BLK; t++) zb[(D - 1) * BLK + t] = 2 * rr[t] / (REAL)B;             \
-            memset(Sb, 0, sizeof(REAL) * DD * BLK);                                                \
-            for (int l = L - 1; l >= 0; l--) {                                                     \
-                const REAL *S = Ss + (size_t)l * DD * BLK, *T = Ts + (size_t)l * DD * BLK;         \
-                const REAL *z = zs + (size_t)l * D * BLK;                                          \
-                /* Tbar = zbar' z^T + (Sbar' + Sbar'^T) T S */                                     \
-                for (int i = 0; i < D; i++)                                                        \
-                    for (int j = 0; j < D; j++) {                                                  \
-                        REAL *o = Tb + IDX(i, j) * BLK; const REAL *a = zb + i * BLK, *v = z + j * BLK; \
-                        for (int t = 0; t < BLK; t++) o[t] = a[t] * v[t];                          \
-                    }                                                                              \
-                if (l < L - 1) {                                                                   \
-                    const REAL *TS = TSs + (size_t)l * DD * BLK;                                   \
-                    for (int i = 0; i < D; i++)                                                    \
-                        for (int k = 0; k < D; k++) {                                              \
-                            const REAL *g1 = Sb + IDX(i, k) * BLK; /* S̄ kept symmetric */        \
-                            for (int t = 0; t < BLK; t++) W[t] = 2 * g1[t];                        \
-                            for (int j = 0; j < D; j++) {                                          \
-                                const REAL *s = TS + IDX(k, j) * BLK; REAL *o = Tb + IDX(i, j) * BLK; \
-                                for (int t = 0; t < BLK; t++) o[t] += W[t] * s[t];                 \
-                            }                                                                      \
-                        }                                                                          \
-                    /* Sn = T^T Sbar' T  (via W = Sbar' T) */                                      \
-                    memset(W, 0, sizeof(REAL) * DD * BLK);                                         \
-                    for (int i = 0; i < D; i++)                                                    \
-                        for (int k = 0; k < D; k++)                                                \
-                            for (int j = 0; j < D; j++) {                                          \
-                                const REAL *a = Sb + IDX(i, k) * BLK, *c = T + IDX(k, j) * BLK;    \
-                                REAL *o = W + IDX(i, j) * BLK;                                     \
-                                for (int t = 0; t < BLK; t++) o[t] += a[t] * c[t];                 \
-                            }                                                                      \
-                    memset(Sn, 0, sizeof(REAL) * DD * BLK);                                        \
-                    for (int k = 0; k < D; k++) /* T^T S̄' T is symmetric: upper triangle */        \
-                        for (int i = 0; i < D; i++)                                                \
-                            for (int j = i; j < D; j++) {                                          \
-                                const REAL *a = T + IDX(k, i) * BLK, *c = W + IDX(k, j) * BLK;     \
-                                REAL *o = Sn + IDX(i, j) * BLK;                                    \
-                                for (int t = 0; t < BLK; t++) o[t] += a[t] * c[t];                 \
-                            }                                                                      \
-                    for (int i = 0; i < D; i++)                                                    \
-                        for (int j = 0; j < i; j++)                                                \
-                            memcpy(Sn + IDX(i, j) * BLK, Sn + IDX(j, i) * BLK, sizeof(REAL) * BLK); \
-                } else {                                                                           \
-                    memset(Sn, 0, sizeof(REAL) * DD * BLK);                                        \
-                }                                                                                  \
-                /* zbar = T^T zbar' */                                                             \
-                memset(zn, 0, sizeof(REAL) * D * BLK);                                             \
-                for (int k = 0; k < D; k++)                                                        \
-                    for (int i = 0; i < D; i++) {                                                  \
-                        const REAL *a = T + IDX(k, i) * BLK, *v = zb + k * BLK; REAL *o = zn + i * BLK; \
-                        for (int t = 0; t < BLK; t++) o[t] += a[t] * v[t];                         \
-                    }                                                                              \
-                memcpy(zb, zn, sizeof(REAL) * D * BLK);                                            \
-                /* per head: Pbar += Tbar Q^T S, Qbar += S P^T Tbar, Sbar += P^T Tbar Q^T */       \
-                for (int h = 0; h < H; h++) {                                                      \
-                    const size_t off = ((size_t)l * H + h) * DD;                                   \
-                    const REAL *Ph = P + off, *Qh = Q + off;                                       \
-                    /* W = Tbar Q^T  (W_ij = sum_k Tb_ik Q_jk) */                                  \
-                    memset(W, 0, sizeof(REAL) * DD * BLK);                                         \
-                    for (int i = 0; i < D; i++)                                                    \
-                        for (int k = 0; k < D; k++)                                                \
-                            for (int j = 0; j < D; j++) {                                          \
-                                const REAL q = Qh[IDX(j, k)];                                      \
-                                if (q == 0) continue;                                              \
-                                const REAL *a = Tb + IDX(i, k) * BLK; REAL *o = W + IDX(i, j) * BLK; \
-                                for (int t = 0; t < BLK; t++) o[t] += a[t] * q;                    \
-                            }                                                                      \
-                    /* Pbar_ij += sum_t sum_k W_ik S_kj */                                         \
-                    for (int i = 0; i < D; i++)                                                    \
-                        for (int j = 0; j < D; j++) {                                              \
-                            if (!mP[IDX(i, j)]) continue; /* not trained */                        \
-                            REAL sacc = 0;                                                         \
-                            for (int k = 0; k < D; k++) {                                          \
-                                const REAL *a = W + IDX(i, k) * BLK, *s = S + IDX(k, j) * BLK;     \
-                                for (int t = 0; t < BLK; t++) sacc += a[t] * s[t];                 \
-                            }                                                                      \
-                            aP[off + IDX(i, j)] += sacc;                                           \
-                        }                                                                          \
-                    /* Sn += P^T W  (Sn_ij += sum_k P_ki W_kj) */                                  \
-                    for (int k = 0; k < D; k++)                                                    \
-                        for (int i = 0; i < D; i++) {                                              \
-                            const REAL p = Ph[IDX(k, i)];                                          \
-                            if (p == 0) continue;                                                  \
-                            for (int j = 0; j < D; j++) {                                          \
-                                const REAL *a = W + IDX(k, j) * BLK; REAL *o = Sn + IDX(i, j) * BLK; \
-                                for (int t = 0; t < BLK; t++) o[t] += p * a[t];                    \
-                            }                                                                      \
-                        }                                                                          \
-                    /* Qbar_ij += sum_t (S P^T)_ik Tbar_kj ; SQ reused as S P^T */                 \
-                    memset(SQ, 0, sizeof(REAL) * DD * BLK);                                        \
-                    for (int i = 0; i < D; i++)                                                    \
-                        for (int m = 0; m < D; m++)                                                \
-                            for (int k = 0; k < D; k++) {                                          \
-                                const REAL p = Ph[IDX(k, m)];                                      \
-                                if (p == 0) continue;                                              \
-                                const REAL *s = S + IDX(i, m) * BLK; REAL *o = SQ + IDX(i, k) * BLK; \
-                                for (int t = 0; t < BLK; t++) o[t] += s[t] * p;                    \
-                            }                                                                      \
-                    for (int i = 0; i < D; i++)                                                    \
-                        for (int j = 0; j < D; j++) {                                              \
-                            if (!mQ[IDX(i, j)]) continue; /* not trained */                        \
-                            REAL sacc = 0;                                                         \
-                            for (int k = 0; k < D; k++) {                                          \
-                                const REAL *a = SQ + IDX(i, k) * BLK, *c = Tb + IDX(k, j) * BLK;   \
-                                for (int t = 0; t < BLK; t++) sacc += a[t] * c[t];                 \
-                            }                                                                      \
-                            aQ[off + IDX(i, j)] += sacc;                                           \
-                        }                                                                          \
-                }                                                                                  \
-                /* only sym(S̄) reaches the loss: keep S̄ symmetric (T^T S̄ T is; P^T T̄ Q^T is not) */ \
-                for (int i = 0; i < D; i++)                                                        \
-                    for (int j = i; j < D; j++) {                                                  \
-                        const REAL *a = Sn + IDX(i, j) * BLK, *c = Sn + IDX(j, i) * BLK;           \
-                        REAL *o = Sb + IDX(i, j) * BLK, *o2 = Sb + IDX(j, i) * BLK;                \
-                        for (int t = 0; t < BLK; t++) o[t] = (a[t] + c[t]) / 2;                    \
-                        if (j != i) memcpy(o2, o, sizeof(REAL) * BLK);                             \
-                    }                                                                              \
-            }                                                                                      \
-        }                                                                                          \
-        free(Ss); free(zs); free(Ts); free(SQ); free(TSs); free(Sb); free(Sn); free(Tb); free(W);   \
-        free(zb); free(zn);                                                                        \
-    }                                                                                              \
-    for (int sd = 0; sd < NS; sd++) {                                                              \
-        double total = 0.0;                                                                        \
-        for (int th = 0; th < nthreads; th++) total += tot[(size_t)th * NS + sd];                  \
-        loss_out[sd] = (REAL)(total / (double)B);                                                  \
-        if (!want_grad) continue;                                                                  \
-        REAL *oP = gP + sd * npar, *oQ = gQ + sd * npar;                                           \
-        memset(oP, 0, sizeof(REAL) * npar); memset(oQ, 0, sizeof(REAL) * npar);                   \
-        for (int th = 0; th < nthreads; th++) {                                                    \
-            const REAL *a = acc + ((size_t)th * NS + sd) * 2 * npar;                               \
-            for (long p = 0; p < npar; p++) { oP[p] += a[p]; oQ[p] += a[npar + p]; }               \
-        }                                                                                          \
-    }                                                                                              \
-    free(acc); free(tot);                                                                          \
-    return 0;                                                                                      \
-}
+typedef float vf32 __attribute__((vector_size(VBYTES), may_alias));
+typedef double vf64 __attribute__((vector_size(VBYTES), may_alias));
 
-
-DEFINE_KERNEL(lsa_f32, float)
-DEFINE_KERNEL(lsa_f64, double)
+#define LSA_TYPED
+#define REAL float
+#define VEC vf32
+#define FN(name) name##_f32
+#include "_lsa_kernel.c" /* this file, typed part */
+#undef REAL
+#undef VEC
+#undef FN
+#define REAL double
+#define VEC vf64
+#define FN(name) name##_f64
+#include "_lsa_kernel.c" /* this file, typed part */
+#undef REAL
+#undef VEC
+#undef FN
 
 /* ------------------------------------------------------------------------------------------------
  * Gaussian in-context prompts, reduced to moments as they are drawn (Ahn et al. section 2):
@@ -410,3 +184,240 @@ int NAME(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsqall, c
 
 DEFINE_SAMPLER(sample_f32, float, boxmuller_f32)
 DEFINE_SAMPLER(sample_f64, double, boxmuller_f64)
+#else /* ============================ typed part (REAL, VEC, FN) ============================ */
+#define VL ((int)(VBYTES / sizeof(REAL)))
+#define NC (BLK / VL)
+
+/* C (+)= alpha op(A) op(B) for every prompt of a block, op = transpose when ta / tb; upper: j >= i only.
+ * Row i of op(A) stays in registers while row i of C is formed. C must not overlap A or B. */
+INLINE void FN(mm)(const int D, const REAL *restrict A, const int ta, const REAL *restrict B, const int tb,
+                   REAL *restrict C, const int acc, const REAL alpha, const int upper) {
+    for (int c = 0; c < NC; c++)
+        for (int i = 0; i < D; i++) {
+            VEC a[DMAX];
+            for (int k = 0; k < D; k++) a[k] = V(A, ta ? IDX(k, i) : IDX(i, k), c);
+            for (int j = upper ? i : 0; j < D; j++) {
+                VEC s = a[0] * V(B, tb ? IDX(j, 0) : IDX(0, j), c);
+                for (int k = 1; k < D; k++) s += a[k] * V(B, tb ? IDX(j, k) : IDX(k, j), c);
+                if (acc) V(C, IDX(i, j), c) += alpha * s;
+                else V(C, IDX(i, j), c) = alpha * s;
+            }
+        }
+}
+
+/* C (+)= A op(W) with W one D x D matrix shared by the block (a parameter), broadcast entry by entry.
+ * (Skipping W's zeros with a branch made the whole kernel 1.6x slower.) */
+INLINE void FN(mm_rs)(const int D, const REAL *restrict A, const REAL *restrict W, const int tw, REAL *restrict C,
+                      const int acc) {
+    for (int c = 0; c < NC; c++)
+        for (int i = 0; i < D; i++) {
+            VEC a[DMAX];
+            for (int k = 0; k < D; k++) a[k] = V(A, IDX(i, k), c);
+            for (int j = 0; j < D; j++) {
+                VEC s = acc ? V(C, IDX(i, j), c) : (VEC){0};
+                for (int k = 0; k < D; k++) {
+                    s += a[k] * (tw ? W[IDX(j, k)] : W[IDX(k, j)]);
+                }
+                V(C, IDX(i, j), c) = s;
+            }
+        }
+}
+
+/* C (+)= op(W) B with W shared by the block; column j of B stays in registers. */
+INLINE void FN(mm_ls)(const int D, const REAL *restrict W, const int tw, const REAL *restrict B, REAL *restrict C,
+                      const int acc) {
+    for (int c = 0; c < NC; c++)
+        for (int j = 0; j < D; j++) {
+            VEC b[DMAX];
+            for (int k = 0; k < D; k++) b[k] = V(B, IDX(k, j), c);
+            for (int i = 0; i < D; i++) {
+                VEC s = acc ? V(C, IDX(i, j), c) : (VEC){0};
+                for (int k = 0; k < D; k++) {
+                    s += (tw ? W[IDX(k, i)] : W[IDX(i, k)]) * b[k];
+                }
+                V(C, IDX(i, j), c) = s;
+            }
+        }
+}
+
+/* out_ij += sum over the block's prompts of (A B)_ij, for the entries ij that mask marks as trained. */
+INLINE void FN(mm_sum)(const int D, const REAL *restrict A, const REAL *restrict B, const unsigned char *mask,
+                       REAL *restrict out) {
+    VEC g[DMAX * DMAX];
+    for (int ij = 0; ij < D * D; ij++) g[ij] = (VEC){0};
+    for (int c = 0; c < NC; c++)
+        for (int i = 0; i < D; i++) {
+            VEC a[DMAX];
+            for (int k = 0; k < D; k++) a[k] = V(A, IDX(i, k), c);
+            for (int j = 0; j < D; j++) {
+                if (!mask[IDX(i, j)]) continue; /* not trained */
+                VEC s = g[IDX(i, j)];
+                for (int k = 0; k < D; k++) s += a[k] * V(B, IDX(k, j), c);
+                g[IDX(i, j)] = s;
+            }
+        }
+    for (int ij = 0; ij < D * D; ij++) {
+        if (!mask[ij]) continue;
+        REAL s = 0;
+        for (int t = 0; t < VL; t++) s += g[ij][t];
+        out[ij] += s;
+    }
+}
+
+/* Mirror the upper triangle of a block of symmetric matrices into the lower one. */
+INLINE void FN(mirror)(const int D, REAL *X) {
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < i; j++)
+            memcpy(X + (size_t)IDX(i, j) * BLK, X + (size_t)IDX(j, i) * BLK, sizeof(REAL) * BLK);
+}
+
+/* Workspace of one thread: the forward tape (S_l, z_l, T_l, T_l S_l) and the backward scratch. */
+typedef struct {
+    REAL *Ss, *zs, *Ts, *TSs, *SQ, *Sb, *Sn, *Tb, *W, *zb, *zn;
+} FN(tape);
+
+/* Forward and (when want_grad) backward of the nb prompts (S_0, z_0, y) of one block;
+ * rr receives the residuals, the gradient sums go to aP and aQ. */
+INLINE void FN(block)(const int D, const int L, const int H, const long B, const int nb, const REAL *restrict P,
+                      const REAL *restrict Q, const REAL *restrict S0, const REAL *restrict zq,
+                      const REAL *restrict y, const unsigned char *mP, const unsigned char *mQ, const int want_grad,
+                      FN(tape) *tp, REAL *rr, double *total, REAL *restrict aP, REAL *restrict aQ) {
+    const int DD = D * D;
+    REAL *SQ = tp->SQ, *Sb = tp->Sb, *Sn = tp->Sn, *Tb = tp->Tb, *W = tp->W, *zb = tp->zb, *zn = tp->zn;
+    if (nb < BLK) { /* pad with zeros */
+        memset(tp->Ss, 0, sizeof(REAL) * DD * BLK);
+        memset(tp->zs, 0, sizeof(REAL) * D * BLK);
+    }
+    for (int t = 0; t < nb; t++) { /* load, batch innermost */
+        for (int ij = 0; ij < DD; ij++) tp->Ss[ij * BLK + t] = S0[t * DD + ij];
+        for (int i = 0; i < D; i++) tp->zs[i * BLK + t] = zq[t * D + i];
+    }
+    /* ---------------- forward ---------------- */
+    for (int l = 0; l < L; l++) {
+        const REAL *S = tp->Ss + (size_t)l * DD * BLK, *z = tp->zs + (size_t)l * D * BLK;
+        REAL *T = tp->Ts + (size_t)l * DD * BLK, *z1 = tp->zs + (size_t)(l + 1) * D * BLK;
+        for (int ij = 0; ij < DD; ij++) {
+            const REAL e = (ij / D == ij % D) ? 1 : 0;
+            for (int t = 0; t < BLK; t++) T[ij * BLK + t] = e;
+        }
+        for (int h = 0; h < H; h++) {
+            const size_t off = ((size_t)l * H + h) * DD;
+            FN(mm_rs)(D, S, Q + off, 0, SQ, 0);  /* S Q_h */
+            FN(mm_ls)(D, P + off, 0, SQ, T, 1);  /* T += P_h S Q_h */
+        }
+        for (int c = 0; c < NC; c++) /* z_{l+1} = T z_l */
+            for (int i = 0; i < D; i++) {
+                VEC s = V(T, IDX(i, 0), c) * V(z, 0, c);
+                for (int k = 1; k < D; k++) s += V(T, IDX(i, k), c) * V(z, k, c);
+                V(z1, i, c) = s;
+            }
+        if (l == L - 1) break; /* S_L is never read */
+        REAL *TS = tp->TSs + (size_t)l * DD * BLK, *S1 = tp->Ss + (size_t)(l + 1) * DD * BLK;
+        FN(mm)(D, T, 0, S, 0, TS, 0, 1, 0);  /* T S, kept for the backward */
+        FN(mm)(D, TS, 0, T, 1, S1, 0, 1, 1); /* S_{l+1} = T S T^T: upper triangle, then mirror */
+        FN(mirror)(D, S1);
+    }
+    const REAL *zL = tp->zs + (size_t)L * D * BLK;
+    for (int t = 0; t < BLK; t++) {
+        rr[t] = t < nb ? zL[(D - 1) * BLK + t] + y[t] : 0;
+        *total += (double)rr[t] * rr[t];
+    }
+    if (!want_grad) return;
+    /* ---------------- backward ---------------- */
+    memset(zb, 0, sizeof(REAL) * D * BLK);
+    for (int t = 0; t < BLK; t++) zb[(D - 1) * BLK + t] = 2 * rr[t] / (REAL)B;
+    for (int l = L - 1; l >= 0; l--) {
+        const REAL *S = tp->Ss + (size_t)l * DD * BLK, *T = tp->Ts + (size_t)l * DD * BLK;
+        const REAL *z = tp->zs + (size_t)l * D * BLK;
+        for (int c = 0; c < NC; c++) /* Tbar = zbar' z^T ... */
+            for (int i = 0; i < D; i++)
+                for (int j = 0; j < D; j++) V(Tb, IDX(i, j), c) = V(zb, i, c) * V(z, j, c);
+        if (l < L - 1) {
+            FN(mm)(D, Sb, 0, tp->TSs + (size_t)l * DD * BLK, 0, Tb, 1, 2, 0); /* + 2 Sbar' T S (Sbar' symm.) */
+            FN(mm)(D, Sb, 0, T, 0, W, 0, 1, 0); /* Sn = T^T (Sbar' T), symmetric */
+            FN(mm)(D, T, 1, W, 0, Sn, 0, 1, 1);
+            FN(mirror)(D, Sn);
+        } else {
+            memset(Sn, 0, sizeof(REAL) * DD * BLK);
+        }
+        for (int c = 0; c < NC; c++) /* zbar = T^T zbar' */
+            for (int i = 0; i < D; i++) {
+                VEC s = V(T, IDX(0, i), c) * V(zb, 0, c);
+                for (int k = 1; k < D; k++) s += V(T, IDX(k, i), c) * V(zb, k, c);
+                V(zn, i, c) = s;
+            }
+        memcpy(zb, zn, sizeof(REAL) * D * BLK);
+        for (int h = 0; h < H; h++) {
+            const size_t off = ((size_t)l * H + h) * DD;
+            FN(mm_rs)(D, Tb, Q + off, 1, W, 0);        /* W = Tbar Q_h^T */
+            FN(mm_sum)(D, W, S, mP, aP + off);         /* Pbar_h += W S */
+            FN(mm_ls)(D, P + off, 1, W, Sn, 1);        /* Sn += P_h^T W */
+            FN(mm_rs)(D, S, P + off, 1, SQ, 0);        /* S P_h^T */
+            FN(mm_sum)(D, SQ, Tb, mQ, aQ + off);       /* Qbar_h += S P_h^T Tbar */
+        }
+        /* only sym(Sbar) reaches the loss: keep Sbar symmetric (T^T Sbar T is; P^T Tbar Q^T is not) */
+        for (int i = 0; i < D; i++)
+            for (int j = i; j < D; j++)
+                for (int c = 0; c < NC; c++) {
+                    const VEC s = (V(Sn, IDX(i, j), c) + V(Sn, IDX(j, i), c)) * (REAL)0.5;
+                    V(Sb, IDX(i, j), c) = s;
+                    V(Sb, IDX(j, i), c) = s;
+                }
+    }
+}
+
+int FN(lsa)(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall, const REAL *S0all,
+            const REAL *zqall, const REAL *yall, REAL *loss_out, REAL *gP, REAL *gQ, const unsigned char *mP,
+            const unsigned char *mQ, int want_grad, int nthreads) {
+    if (D != DCONST) return 1;
+    const long nblk = (B + BLK - 1) / BLK;
+    const int DD = D * D;
+    const long npar = (long)L * H * DD;
+    if (nthreads < 1) nthreads = 1;
+    /* per thread: parameter-gradient accumulators and loss totals of every seed */
+    REAL *acc = (REAL *)calloc((size_t)nthreads * NS * 2 * npar, sizeof(REAL));
+    double *tot = (double *)calloc((size_t)nthreads * NS, sizeof(double));
+    if (!acc || !tot) return 2;
+#pragma omp parallel num_threads(nthreads)
+    {
+        int tid = 0;
+        TID_ASSIGN(tid);
+        const size_t m = sizeof(REAL) * DD * BLK, v = sizeof(REAL) * D * BLK;
+        FN(tape) tp = {aligned_alloc(64, (L + 1) * m), aligned_alloc(64, (L + 1) * v), aligned_alloc(64, L * m),
+                       aligned_alloc(64, L * m), aligned_alloc(64, m), aligned_alloc(64, m), aligned_alloc(64, m),
+                       aligned_alloc(64, m), aligned_alloc(64, m), aligned_alloc(64, v), aligned_alloc(64, v)};
+        REAL rr[BLK];
+#pragma omp for schedule(static)
+        for (long it = 0; it < NS * nblk; it++) {
+            const long sd = it / nblk, b0 = (it % nblk) * BLK;
+            const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);
+            const REAL *P = Pall + sd * npar, *Q = Qall + sd * npar, *S0 = S0all + (sd * B + b0) * DD;
+            const REAL *zq = zqall + sd * B * D + b0 * D, *y = yall + sd * B + b0;
+            REAL *aP = acc + ((size_t)tid * NS + sd) * 2 * npar, *aQ = aP + npar;
+            double total = 0.0;
+            FN(block)(DCONST, L, H, B, nb, P, Q, S0, zq, y, mP, mQ, want_grad, &tp, rr, &total, aP, aQ);
+            tot[(size_t)tid * NS + sd] += total;
+        }
+        free(tp.Ss); free(tp.zs); free(tp.Ts); free(tp.TSs); free(tp.SQ); free(tp.Sb); free(tp.Sn);
+        free(tp.Tb); free(tp.W); free(tp.zb); free(tp.zn);
+    }
+    for (int sd = 0; sd < NS; sd++) {
+        double total = 0.0;
+        for (int th = 0; th < nthreads; th++) total += tot[(size_t)th * NS + sd];
+        loss_out[sd] = (REAL)(total / (double)B);
+        if (!want_grad) continue;
+        REAL *oP = gP + sd * npar, *oQ = gQ + sd * npar;
+        memset(oP, 0, sizeof(REAL) * npar);
+        memset(oQ, 0, sizeof(REAL) * npar);
+        for (int th = 0; th < nthreads; th++) {
+            const REAL *a = acc + ((size_t)th * NS + sd) * 2 * npar;
+            for (long p = 0; p < npar; p++) { oP[p] += a[p]; oQ[p] += a[npar + p]; }
+        }
+    }
+    free(acc);
+    free(tot);
+    return 0;
+}
+#undef VL
+#undef NC
+#endif

@@ -32,6 +32,7 @@ FLAGS = ["-O3", "-march=native", "-ffast-math", "-fno-finite-math-only", "-fopen
 # flush-to-zero for the whole process on load and silently changes every other library's arithmetic.
 LINK = ["-shared", "-fopenmp"]
 LIBS = ["-lmvec", "-lm"]  # glibc's vector math (vectorised log/cos in the sampler); after the objects
+DMAX = 16  # largest D = d + 1 the kernels take (DMAX in the C source)
 
 
 def _cpu_id() -> str:
@@ -47,19 +48,21 @@ def _cache_dir() -> Path:
 
 
 @functools.cache
-def library() -> ctypes.CDLL | None:
-    """The compiled kernel, building it if needed; None where no C compiler works."""
+def library(D: int) -> ctypes.CDLL | None:
+    """The kernel compiled for token dimension D = d + 1 (a constant, so its small products unroll into
+    registers; ≈ 2 s once per machine and D), building it if needed; None where no C compiler works."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None or os.environ.get("ICLDYN_NO_KERNEL"):
+    if cc is None or os.environ.get("ICLDYN_NO_KERNEL") or not 2 <= D <= DMAX:
         return None
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS + LINK + LIBS).encode() + _cpu_id().encode())
+    flags = FLAGS + [f"-DDCONST={D}"]
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags + LINK + LIBS).encode() + _cpu_id().encode())
     key = key.hexdigest()[:16]
-    out = _cache_dir() / f"lsa_{key}.so"
+    out = _cache_dir() / f"lsa{D}_{key}.so"
     for _ in range(2):  # a cached build that no longer loads is rebuilt once
         if not out.exists():
             out.parent.mkdir(parents=True, exist_ok=True)
             tmp, obj = out.with_suffix(f".{os.getpid()}.tmp"), out.with_suffix(f".{os.getpid()}.o")
-            steps = ([cc, *FLAGS, "-c", str(SOURCE), "-o", str(obj)], [cc, *LINK, str(obj), "-o", str(tmp), *LIBS])
+            steps = ([cc, *flags, "-c", str(SOURCE), "-o", str(obj)], [cc, *LINK, str(obj), "-o", str(tmp), *LIBS])
             ok = all(subprocess.run(cmd, capture_output=True).returncode == 0 for cmd in steps)
             obj.unlink(missing_ok=True)
             if not ok:
@@ -83,8 +86,9 @@ def library() -> ctypes.CDLL | None:
     return lib
 
 
-def available() -> bool:
-    return library() is not None
+def available(D: int) -> bool:
+    """Whether the kernel for token dimension D = d + 1 builds here (and is built, on first call)."""
+    return library(D) is not None
 
 
 def _seeds(arrays: list[np.ndarray], core_ndims: list[int], dtype) -> tuple[tuple[int, ...], list[np.ndarray]]:
@@ -107,7 +111,8 @@ def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarra
     instead of copying the batch. ``trained``: (D, D) boolean masks of the P and Q entries whose gradient is
     wanted (others are returned as 0)."""
     dtype = np.float64 if S.dtype == np.float64 else np.float32
-    fn = library().lsa_f64 if dtype == np.float64 else library().lsa_f32
+    lib = library(P.shape[-1])
+    fn = lib.lsa_f64 if dtype == np.float64 else lib.lsa_f32
     lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip((P, Q, S, zq, y), (4, 4, 3, 2, 1))))
     data = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip((S, zq, y), (3, 2, 1))))
     data = (1,) * (len(lead) - len(data)) + data
@@ -138,7 +143,8 @@ def sample_moments_np(sigma_sqrt: np.ndarray, w_sqrt: np.ndarray, noise_std, key
     the law of :func:`icldyn.data.gaussian.sample_prompts` followed by ``moments``. ``key``: (..., 2)
     uint32; leading axes (seeds) broadcast."""
     dtype = np.float64 if sigma_sqrt.dtype == np.float64 else np.float32
-    fn = library().sample_f64 if dtype == np.float64 else library().sample_f32
+    lib = library(sigma_sqrt.shape[-1] + 1)
+    fn = lib.sample_f64 if dtype == np.float64 else lib.sample_f32
     key = np.asarray(key, np.uint32)
     lead, (Ssq, Wsq, sig) = _seeds([sigma_sqrt, w_sqrt, np.asarray(noise_std)], [2, 2, 0], dtype)
     lead = np.broadcast_shapes(lead, key.shape[:-1])

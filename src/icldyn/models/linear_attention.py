@@ -97,8 +97,8 @@ class LinearTransformer:
     def from_config(cls, cfg: ModelConfig, d: int, threads: int = 1) -> LinearTransformer:
         form = cfg.forward
         if form == "auto":
-            form = "kernel" if jax.default_backend() == "cpu" and kernel.available() else "moments"
-        if form == "kernel" and not kernel.available():
+            form = "kernel" if jax.default_backend() == "cpu" and kernel.available(d + 1) else "moments"
+        if form == "kernel" and not kernel.available(d + 1):
             form = "moments"
         return cls(d, cfg.layers, cfg.heads, cfg.parameterization, cfg.init_std, form, threads)
 
