@@ -49,6 +49,14 @@ def test_convergence_recipe_numbers(convergence):
     # but by 2.8×, not the 10× the issue hoped for (docs/results/goel.md)
     assert convergence["speedup"] > 2.0 and not convergence["speedup_lower_bound"]
     assert convergence["status"] == "finished"
+    # theory.local_rate: every seed's fitted contraction of the P-distance is the one of the linearisation at
+    # the point of S it converges to (with and without P̂), to 10% in log μ
+    for name in ("algorithm 1", "no preconditioner"):
+        for s in shown[name]["seeds"]:
+            fit, pred = s["rate"]["mu"], s["predicted"]["mu"]
+            assert abs(np.log(fit / pred)) <= 0.1 * abs(np.log(pred)), (name, s["seed"], fit, pred)
+            assert s["predicted"]["mu_best"] <= pred
+    assert all(s["predicted"] is None for s in shown["Adam"]["seeds"] + shown["random init"]["seeds"])
 
 
 def test_sample_size_floor_falls_with_n(session_store, tmp_path):
@@ -86,6 +94,19 @@ def test_spectral_init_and_assumptions():
     assert ok["warnings"] == [] and ok["norm_M_sigma_half"] == pytest.approx(0.05)
     bad = goel.assumptions(np.ones((2, 3)), np.eye(3))
     assert any("p = 2 < d = 3" in w for w in bad["warnings"]) and any("1/16" in w for w in bad["warnings"])
+
+
+def test_local_rate_closed_form():
+    """Σ = I, M = sI (p = d): at θ* = √s(I, I) every direction off S has curvature 2s (L on dA + dBᵀ, R on the
+    symmetric part of dA − dBᵀ), so κ = 1: η* = 1/(2s), μ* = 0; the antisymmetric part is S's tangent
+    (d(d−1)/2 zeros), and without the regulariser the symmetric part joins it (d² zeros)."""
+    s, d = 0.05, 3
+    r = goel.local_rate(s * np.eye(d), np.eye(d), eta=5.0)
+    assert r.lam_min == pytest.approx(2 * s) and r.lam_max == pytest.approx(2 * s) and r.zero == 3
+    assert r.eta_best == pytest.approx(1 / (2 * s)) and r.mu_best == pytest.approx(0, abs=1e-9)
+    assert r.mu == pytest.approx(1 - 5.0 * 2 * s)
+    r0 = goel.local_rate(s * np.eye(d), np.eye(d), eta=5.0, regularizer=0.0)
+    assert r0.zero == 9 and r0.lam_min == pytest.approx(2 * s) and r0.lam_max == pytest.approx(2 * s)
 
 
 def test_fit_rate_and_steps_to():

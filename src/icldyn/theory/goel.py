@@ -160,6 +160,62 @@ def steps_to(steps, values, threshold: float, stay: bool = True) -> int | None:
     return int(np.asarray(steps)[idx[0]]) if len(idx) else None
 
 
+class LocalRate(NamedTuple):
+    eta: float | None  # the step size asked about
+    mu: float | None  # predicted contraction of the P-distance per iteration at eta
+    eta_best: float  # 2/(λ_min + λ_max): the step size with the fastest local rate
+    mu_best: float  # (κ − 1)/(κ + 1), κ = λ_max/λ_min: no step size contracts faster
+    lam_min: float  # smallest and largest nonzero eigenvalues of P̂⁻¹∇²Q(θ*)
+    lam_max: float
+    zero: int  # eigenvalues at zero: the directions along S (d(d−1)/2; d² without the regulariser)
+
+
+def local_rate(M, sigma, eta: float | None = None, sigma_hat=None, J=None, precondition: bool = True,
+               regularizer: float = 1.0) -> LocalRate:
+    """Algorithm 1 (population oracle) linearised at θ* ∈ S: θ_{t+1} − θ* ≈ (I − ηP̂⁻¹∇²Q(θ*))(θ_t − θ*),
+    P̂ = blockdiag(I_p, Σ̂) acting on B from the left (I without the preconditioner), Q = L + λR.
+    P̂⁻¹∇²Q is similar to the positive semidefinite P̂^{-½}∇²QP̂^{-½}; its zero eigenvalues span the tangent
+    space of S, and across S the error contracts by μ(η) = max(|1 − ηλ_min|, |1 − ηλ_max|) over the nonzero
+    ones. So μ* = (κ − 1)/(κ + 1) at η* = 2/(λ_min + λ_max) bounds every step size's local rate, and from
+    an initial excess ε₀ (≈ the spectral initialisation's) reaching ε needs ≳ log(ε/ε₀)/(2 log μ*) iterations.
+    The spectrum depends on the point θ*(J) of S (Q is invariant under θ → θΣ^½OΣ^{-½}, which P̂ does not
+    see unless Σ ∝ I): pass the J of the point the iterates approach, e.g. ``project(A₀, B₀, M, Σ).J``.
+    The paper proves a geometric rate without its value (SPEC §1.6–1.7); this is derived here. At θ*,
+    E = AΣBᵀ − M = 0 and W = Σ(AᵀA − BᵀΣB)Σ = 0, so differentiating ``population_grads`` gives the Hessian
+    ∇²Q·(dA, dB) = (dE ΣBΣ + ½λ A dW, Σ dEᵀ AΣ − ½λ ΣB dW) with dE = dAΣBᵀ + AΣdBᵀ and
+    dW = Σ(dAᵀA + AᵀdA − dBᵀΣB − BᵀΣdB)Σ. NumPy, float64; checked against the fitted μ in tests/test_goel.py."""
+    M, sigma = np.asarray(M, np.float64), np.asarray(sigma, np.float64)
+    p, d = M.shape
+    lam, U = np.linalg.eigh(sigma)
+    s_half, s_mhalf = (U * lam**0.5) @ U.T, (U * lam**-0.5) @ U.T
+    Um, g, Vt = np.linalg.svd(M @ s_half, full_matrices=False)
+    Jt = np.eye(d) if J is None else np.asarray(J, np.float64).T
+    A, B = (Um * g**0.5) @ Jt @ s_mhalf, s_mhalf @ (Vt.T * g**0.5) @ Jt @ s_mhalf  # θ*(J)
+
+    def hvp(v):
+        dA, dB = v[: p * d].reshape(p, d), v[p * d:].reshape(d, d)
+        dE = dA @ sigma @ B.T + A @ sigma @ dB.T
+        dW = sigma @ (dA.T @ A + A.T @ dA - dB.T @ sigma @ B - B.T @ sigma @ dB) @ sigma
+        gA = dE @ sigma @ B @ sigma + 0.5 * regularizer * A @ dW
+        gB = sigma @ dE.T @ A @ sigma - 0.5 * regularizer * sigma @ B @ dW
+        return np.concatenate([gA.ravel(), gB.ravel()])
+
+    H = np.stack([hvp(e) for e in np.eye(p * d + d * d)], axis=1)
+    if precondition:  # P̂^{-½} on the flattened (A, B): I on A, Σ̂^{-½} from the left on B (row-major)
+        if sigma_hat is not None:
+            lam, U = np.linalg.eigh(np.asarray(sigma_hat, np.float64))
+            s_mhalf = (U * lam**-0.5) @ U.T
+        Ph = np.eye(p * d + d * d)
+        Ph[p * d:, p * d:] = np.kron(s_mhalf, np.eye(d))
+        H = Ph @ H @ Ph
+    lam = np.linalg.eigvalsh((H + H.T) / 2)
+    zero = d * (d - 1) // 2 if regularizer else d * d
+    nonzero = np.sort(lam)[zero:]
+    lo, hi = float(nonzero[0]), float(nonzero[-1])
+    mu = None if eta is None else float(max(abs(1 - eta * lo), abs(1 - eta * hi)))
+    return LocalRate(eta, mu, 2 / (lo + hi), (hi - lo) / (hi + lo), lo, hi, zero)
+
+
 def sample_size_bound(n) -> np.ndarray:
     """Theorem 2's statistical term n⁻² log⁶ n (up to constants)."""
     n = np.asarray(n, float)
