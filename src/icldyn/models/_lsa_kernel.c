@@ -45,22 +45,6 @@
 typedef float vf32 __attribute__((vector_size(VBYTES), may_alias));
 typedef double vf64 __attribute__((vector_size(VBYTES), may_alias));
 
-#define LSA_TYPED
-#define REAL float
-#define VEC vf32
-#define FN(name) name##_f32
-#include "_lsa_kernel.c" /* this file, typed part */
-#undef REAL
-#undef VEC
-#undef FN
-#define REAL double
-#define VEC vf64
-#define FN(name) name##_f64
-#include "_lsa_kernel.c" /* this file, typed part */
-#undef REAL
-#undef VEC
-#undef FN
-
 /* ------------------------------------------------------------------------------------------------
  * Gaussian in-context prompts, reduced to moments as they are drawn (Ahn et al. section 2):
  *   w = Wsq g,  x_i = Ssq g_i,  y_i = <w, x_i> + sigma e_i  (i = 1..n+1),
@@ -114,76 +98,21 @@ static void NAME(const uint32_t *restrict a, const uint32_t *restrict b, REAL *r
 DEFINE_BOXMULLER(boxmuller_f32, float, logf, cosf, sqrtf)
 DEFINE_BOXMULLER(boxmuller_f64, double, log, cos, sqrt)
 
-#define DEFINE_SAMPLER(NAME, REAL, BOXMULLER)                                                  \
-int NAME(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsqall, const REAL *sigmas,  \
-         const uint32_t *keys, REAL *Sall, REAL *zqall, REAL *yqall, int nthreads) {              \
-    if (d + 1 > DMAX || d < 1 || n < 1) return 1;                                                  \
-    const int D = d + 1;                                                                           \
-    const long NG = d + (long)(n + 1) * (d + 1); /* normals per prompt: w, then (x_i, e_i) */      \
-    const long ngroups = (NG + 3) / 4;                                                             \
-    const long nblk = (B + BLK - 1) / BLK;                                                         \
-    if (nthreads < 1) nthreads = 1;                                                                \
-    _Pragma("omp parallel num_threads(nthreads)")                                                  \
-    {                                                                                              \
-        REAL *G = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)ngroups * 4 * BLK);             \
-        REAL w[DMAX][BLK], x[DMAX][BLK], acc[DMAX * DMAX][BLK];                                    \
-        uint32_t u[4][BLK];                                                                        \
-        _Pragma("omp for schedule(static)")                                                        \
-        for (long it = 0; it < NS * nblk; it++) {                                                  \
-            const long sd = it / nblk, b0 = (it % nblk) * BLK;                                     \
-            const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);                                 \
-            const REAL *Ssq = Ssqall + sd * d * d, *Wsq = Wsqall + sd * d * d, sigma = sigmas[sd]; \
-            const uint32_t k0 = keys[2 * sd], k1 = keys[2 * sd + 1];                               \
-            REAL *S = Sall + sd * B * D * D, *zq = zqall + sd * B * D, *yq = yqall + sd * B;       \
-            for (long j = 0; j < ngroups; j++) {                                                   \
-                philox_block((uint32_t)j, (uint64_t)b0, k0, k1, u);                                \
-                BOXMULLER(u[0], u[1], G + (j * 4) * BLK, G + (j * 4 + 1) * BLK);                  \
-                BOXMULLER(u[2], u[3], G + (j * 4 + 2) * BLK, G + (j * 4 + 3) * BLK);              \
-            }                                                                                      \
-            for (int p = 0; p < d; p++) {                                                          \
-                for (int t = 0; t < BLK; t++) w[p][t] = 0;                                         \
-                for (int q = 0; q < d; q++) {                                                      \
-                    const REAL c = Wsq[p * d + q]; const REAL *g = G + q * BLK;                    \
-                    for (int t = 0; t < BLK; t++) w[p][t] += c * g[t];                             \
-                }                                                                                  \
-            }                                                                                      \
-            for (int pq = 0; pq < D * D; pq++) for (int t = 0; t < BLK; t++) acc[pq][t] = 0;      \
-            for (int ex = 0; ex <= n; ex++) {                                                      \
-                const REAL *g = G + (d + (long)ex * (d + 1)) * BLK;                                \
-                for (int t = 0; t < BLK; t++) x[d][t] = sigma * g[d * BLK + t];                    \
-                for (int p = 0; p < d; p++) {                                                      \
-                    for (int t = 0; t < BLK; t++) x[p][t] = 0;                                     \
-                    for (int q = 0; q < d; q++) {                                                  \
-                        const REAL c = Ssq[p * d + q];                                             \
-                        for (int t = 0; t < BLK; t++) x[p][t] += c * g[q * BLK + t];               \
-                    }                                                                              \
-                    for (int t = 0; t < BLK; t++) x[d][t] += w[p][t] * x[p][t];                    \
-                }                                                                                  \
-                if (ex < n) {                                                                      \
-                    for (int p = 0; p < D; p++)                                                    \
-                        for (int q = p; q < D; q++)                                                \
-                            for (int t = 0; t < BLK; t++) acc[p * D + q][t] += x[p][t] * x[q][t];  \
-                } else {                                                                           \
-                    for (int t = 0; t < nb; t++) {                                                 \
-                        for (int p = 0; p < d; p++) zq[(b0 + t) * D + p] = x[p][t];                \
-                        zq[(b0 + t) * D + d] = 0; yq[b0 + t] = x[d][t];                            \
-                    }                                                                              \
-                }                                                                                  \
-            }                                                                                      \
-            for (int t = 0; t < nb; t++)                                                           \
-                for (int p = 0; p < D; p++)                                                        \
-                    for (int q = p; q < D; q++) {                                                  \
-                        const REAL v = acc[p * D + q][t] / (REAL)n;                                \
-                        S[(b0 + t) * D * D + p * D + q] = v; S[(b0 + t) * D * D + q * D + p] = v;  \
-                    }                                                                              \
-        }                                                                                          \
-        free(G);                                                                                   \
-    }                                                                                              \
-    return 0;                                                                                      \
-}
-
-DEFINE_SAMPLER(sample_f32, float, boxmuller_f32)
-DEFINE_SAMPLER(sample_f64, double, boxmuller_f64)
+#define LSA_TYPED
+#define REAL float
+#define VEC vf32
+#define FN(name) name##_f32
+#include "_lsa_kernel.c" /* this file, typed part */
+#undef REAL
+#undef VEC
+#undef FN
+#define REAL double
+#define VEC vf64
+#define FN(name) name##_f64
+#include "_lsa_kernel.c" /* this file, typed part */
+#undef REAL
+#undef VEC
+#undef FN
 #else /* ============================ typed part (REAL, VEC, FN) ============================ */
 #define VL ((int)(VBYTES / sizeof(REAL)))
 #define NC (BLK / VL)
@@ -418,6 +347,80 @@ int FN(lsa)(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Q
     free(tot);
     return 0;
 }
+/* Fresh prompts straight into their moments (see the shared part). Per vector of VL prompts the 21 (for
+ * D = 6) entries of the upper triangle of S accumulate in registers over the n context columns. */
+int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsqall, const REAL *sigmas,
+               const uint32_t *keys, REAL *Sall, REAL *zqall, REAL *yqall, int nthreads) {
+    const int D = DCONST;
+    if (d + 1 != D || n < 1) return 1;
+    const long NG = d + (long)(n + 1) * D; /* normals per prompt: w, then (x_i, e_i) */
+    const long ngroups = (NG + 3) / 4;
+    const long nblk = (B + BLK - 1) / BLK;
+    if (nthreads < 1) nthreads = 1;
+#pragma omp parallel num_threads(nthreads)
+    {
+        REAL *G = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)ngroups * 4 * BLK);
+        uint32_t u[4][BLK];
+#pragma omp for schedule(static)
+        for (long it = 0; it < NS * nblk; it++) {
+            const long sd = it / nblk, b0 = (it % nblk) * BLK;
+            const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);
+            const REAL *Ssq = Ssqall + sd * d * d, *Wsq = Wsqall + sd * d * d, sigma = sigmas[sd];
+            const uint32_t k0 = keys[2 * sd], k1 = keys[2 * sd + 1];
+            REAL *S = Sall + (sd * B + b0) * D * D, *zq = zqall + (sd * B + b0) * D, *yq = yqall + sd * B + b0;
+            for (long j = 0; j < ngroups; j++) {
+                philox_block((uint32_t)j, (uint64_t)b0, k0, k1, u);
+                FN(boxmuller)(u[0], u[1], G + (j * 4) * BLK, G + (j * 4 + 1) * BLK);
+                FN(boxmuller)(u[2], u[3], G + (j * 4 + 2) * BLK, G + (j * 4 + 3) * BLK);
+            }
+            for (int c = 0; c < NC; c++) {
+                VEC wv[DMAX], x[DMAX], acc[DMAX * (DMAX + 1) / 2];
+                for (int p = 0; p < d; p++) { /* w = Wsq g */
+                    VEC s = (VEC){0};
+                    for (int q = 0; q < d; q++) s += Wsq[p * d + q] * V(G, q, c);
+                    wv[p] = s;
+                }
+                for (int k = 0; k < D * (D + 1) / 2; k++) acc[k] = (VEC){0};
+                for (int ex = 0; ex <= n; ex++) {
+                    const REAL *g = G + (d + (long)ex * D) * BLK;
+                    VEC y = sigma * V(g, d, c);
+                    for (int p = 0; p < d; p++) { /* x = Ssq g, y = <w, x> + sigma e */
+                        VEC s = (VEC){0};
+                        for (int q = 0; q < d; q++) s += Ssq[p * d + q] * V(g, q, c);
+                        x[p] = s;
+                        y += wv[p] * s;
+                    }
+                    x[d] = y;
+                    if (ex < n) {
+                        int k = 0;
+                        for (int p = 0; p < D; p++)
+                            for (int q = p; q < D; q++) acc[k++] += x[p] * x[q];
+                    } else {
+                        for (int t = 0; t < VL && c * VL + t < nb; t++) {
+                            const long b = c * VL + t;
+                            for (int p = 0; p < d; p++) zq[b * D + p] = x[p][t];
+                            zq[b * D + d] = 0;
+                            yq[b] = x[d][t];
+                        }
+                    }
+                }
+                for (int t = 0; t < VL && c * VL + t < nb; t++) {
+                    REAL *Sb = S + (c * VL + t) * D * D;
+                    int k = 0;
+                    for (int p = 0; p < D; p++)
+                        for (int q = p; q < D; q++, k++) {
+                            const REAL v = acc[k][t] / (REAL)n;
+                            Sb[p * D + q] = v;
+                            Sb[q * D + p] = v;
+                        }
+                }
+            }
+        }
+        free(G);
+    }
+    return 0;
+}
+
 #undef VL
 #undef NC
 #endif

@@ -2,7 +2,8 @@
 that draws Gaussian prompts straight into their moments.
 
 ``_lsa_kernel.c`` is compiled on first use with the system C compiler (``-O3 -march=native``,
-OpenMP when available) into a cache directory and called through :func:`jax.pure_callback`
+OpenMP when available), once per token dimension D = d + 1 (a compile-time constant, so the register-blocked
+small products unroll), into a cache directory and called through :func:`jax.pure_callback`
 inside a ``custom_vjp``: one call per training step returns the loss and the exact gradient with
 respect to every P and Q (batch innermost, so the tiny products run as vector FMAs). Where no
 compiler is found, :func:`available` is False and models fall back to the pure-JAX moment form,
