@@ -29,7 +29,7 @@ def convergence(session_store, claims):
 
 def test_verify_goel_passes(claims):
     assert_claims(claims, ("θ*(J)", "Monte-Carlo mean of L̂ (n = 1600", "finite differences", "Lemma 1",
-                           "population gradients", "sampled gradients (n = 200)"))
+                           "population gradients", "linearisation at θ*", "sampled gradients (n = 200)"))
 
 
 def test_convergence_recipe_numbers(convergence):
