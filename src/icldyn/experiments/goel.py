@@ -152,6 +152,8 @@ def predicted_rate(pcfg: RunConfig, tasks: GoelTask, i: int, lr: float, params: 
         return None
     M, sigma, sigma_hat = (np.asarray(a[i], np.float64) for a in (tasks.M, tasks.sigma, tasks.sigma_hat))
     A, B = (np.asarray(params[k][i], np.float64) for k in ("A", "B"))
+    if not (np.isfinite(A).all() and np.isfinite(B).all()):  # a diverged slot has no limit point
+        return None
     J = _project(A, B, M, sigma).J
     r = theory.local_rate(M, sigma, lr, sigma_hat, J, t.precondition, t.regularizer)
     return {"mu": r.mu, "eta_best": r.eta_best, "mu_best": r.mu_best}
