@@ -183,14 +183,11 @@ def local_rate(M, sigma, eta: float | None = None, sigma_hat=None, J=None, preco
     The paper proves a geometric rate without its value (SPEC §1.6–1.7); this is derived here. At θ*,
     E = AΣBᵀ − M = 0 and W = Σ(AᵀA − BᵀΣB)Σ = 0, so differentiating ``population_grads`` gives the Hessian
     ∇²Q·(dA, dB) = (dE ΣBΣ + ½λ A dW, Σ dEᵀ AΣ − ½λ ΣB dW) with dE = dAΣBᵀ + AΣdBᵀ and
-    dW = Σ(dAᵀA + AᵀdA − dBᵀΣB − BᵀΣdB)Σ. NumPy, float64; checked against the fitted μ in tests/test_goel.py."""
+    dW = Σ(dAᵀA + AᵀdA − dBᵀΣB − BᵀΣdB)Σ. Float64 (with JAX's x64 on, as the entry points set it); checked
+    against the fitted μ in tests/test_goel.py."""
     M, sigma = np.asarray(M, np.float64), np.asarray(sigma, np.float64)
     p, d = M.shape
-    lam, U = np.linalg.eigh(sigma)
-    s_half, s_mhalf = (U * lam**0.5) @ U.T, (U * lam**-0.5) @ U.T
-    Um, g, Vt = np.linalg.svd(M @ s_half, full_matrices=False)
-    Jt = np.eye(d) if J is None else np.asarray(J, np.float64).T
-    A, B = (Um * g**0.5) @ Jt @ s_mhalf, s_mhalf @ (Vt.T * g**0.5) @ Jt @ s_mhalf  # θ*(J)
+    A, B = (np.asarray(x, np.float64) for x in theta_star(M, sigma, J))
 
     def hvp(v):
         dA, dB = v[: p * d].reshape(p, d), v[p * d:].reshape(d, d)
@@ -202,9 +199,7 @@ def local_rate(M, sigma, eta: float | None = None, sigma_hat=None, J=None, preco
 
     H = np.stack([hvp(e) for e in np.eye(p * d + d * d)], axis=1)
     if precondition:  # P̂^{-½} on the flattened (A, B): I on A, Σ̂^{-½} from the left on B (row-major)
-        if sigma_hat is not None:
-            lam, U = np.linalg.eigh(np.asarray(sigma_hat, np.float64))
-            s_mhalf = (U * lam**-0.5) @ U.T
+        s_mhalf = np.asarray(_sym_pow(jnp.asarray(sigma if sigma_hat is None else sigma_hat, jnp.float64), -0.5))
         Ph = np.eye(p * d + d * d)
         Ph[p * d:, p * d:] = np.kron(s_mhalf, np.eye(d))
         H = Ph @ H @ Ph
