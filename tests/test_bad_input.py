@@ -69,3 +69,57 @@ def test_malformed_toml_file(tmp_path):
     bad.write_text("[data\nd = 3\n")
     res = CliRunner().invoke(app, ["run", str(bad)])
     assert res.exit_code == 2 and "not valid TOML" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+# Which kinds own a field (the rest refuse it): written out here, independently of icldyn.config's tables.
+RECIPES = {"quickstart": ("linear_attention", "prompts"), "huang-balanced": ("softmax_icl", "features"),
+           "goel-convergence": ("softmax_regressor", "regression"),
+           "softmax-gaussian-prompts": ("softmax_icl", "prompts")}
+FOREIGN = {  # field: (a valid value other than its default, model kinds or data kinds that use it)
+    "model.layers": ("7", {"linear_attention"}), "model.parameterization": ("'sparse'", {"linear_attention"}),
+    "model.heads": ("2", {"linear_attention"}), "model.forward": ("'moments'", {"linear_attention"}),
+    "model.init": ("'spectral'", {"softmax_regressor"}), "model.train_value": ("true", {"softmax_icl"}),
+    "model.init_std": ("0.5", {"linear_attention", "softmax_regressor"}),
+    "data.sampler": ("'jax'", {"linear_attention"}), "train.threads": ("2", {"linear_attention"}),
+    "train.regularizer": ("0.5", {"softmax_regressor"}), "train.precondition": ("true", {"softmax_regressor"}),
+    "train.count_samples": ("999", {"softmax_icl"}),
+    "data.w_prior": ("'identity'", {"prompts"}), "data.test_size": ("77", {"prompts"}),
+    "data.p": ("9", {"regression"}), "data.m_norm": ("0.01", {"regression"}),
+    "data.features": ("2", {"features"}), "data.p_dominant": ("0.3", {"features"}),
+    "data.feature_basis": ("'random'", {"features"}), "data.noise_std": ("0.1", {"prompts", "regression"}),
+    "data.covariance": ("'official'", {"prompts", "regression"}),
+}
+
+
+@st.composite
+def cross_field_cases(draw) -> tuple[str, list[str], list[str]]:
+    """(recipe, --set items, words the one line must hold): a field of another kind, or fields that do not fit."""
+    case = draw(st.sampled_from(["foreign", "p<d", "K>d", "eigenvalues", "probabilities"]))
+    if case == "foreign":
+        recipe, (model, data) = draw(st.sampled_from(sorted(RECIPES.items())))
+        key = draw(st.sampled_from(sorted(k for k, (_, owners) in FOREIGN.items() if not owners & {model, data})))
+        return recipe, [f"{key}={FOREIGN[key][0]}"], [key]
+    if case == "p<d":
+        d = draw(st.integers(2, 8))
+        return "goel-convergence", [f"data.d={d}", f"data.p={draw(st.integers(1, d - 1))}"], ["data.p", "data.d"]
+    if case == "K>d":
+        d = draw(st.integers(1, 8))
+        return "huang-balanced", [f"data.d={d}", f"data.features={d + draw(st.integers(1, 4))}"], ["data.features"]
+    if case == "eigenvalues":
+        k = draw(st.integers(1, 9).filter(lambda k: k != 5))
+        return "quickstart", ["data.covariance=eigenvalues", f"data.eigenvalues={[1.0] * k}"], ["data.eigenvalues"]
+    probs = draw(st.lists(st.floats(0.01, 1.0), min_size=8, max_size=8).filter(lambda p: abs(sum(p) - 1) > 1e-6))
+    return "huang-balanced", [f"data.feature_probs={probs}"], ["data.feature_probs"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cross_field_cases())
+def test_generated_cross_field_combinations_are_refused_before_any_work(tmp_path_factory, case):
+    recipe, sets, words = case
+    store = tmp_path_factory.getbasetemp() / "never-written"
+    res = CliRunner().invoke(app, ["run", recipe, "--out", str(store), *sum((["--set", s] for s in sets), [])])
+    lines = res.stderr.strip().splitlines()
+    assert res.exit_code == 2, (recipe, sets, res.output)
+    assert len(lines) == 1 and "Traceback" not in res.output, (sets, res.output)
+    assert all(w in lines[0] for w in words), (sets, lines[0])
+    assert not store.exists()

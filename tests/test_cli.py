@@ -59,3 +59,12 @@ def test_diverging_run_is_stopped_marked_and_keeps_its_rows(tmp_path):
     assert all(s["status"] == "diverged" and s["diverged_at"] == 20 for s in seeds)
     table = pq.read_table(tmp_path / summary["run_id"] / "metrics.parquet")
     assert set(table.column("step").to_pylist()) == {0, 20}  # logged up to the divergence, nothing after
+
+
+def test_doctor_names_backend_and_kernel_status():
+    res = CliRunner().invoke(app, ["doctor", "--json"])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.stdout)
+    assert info["jax"]["backend"] == "cpu" and info["jax"]["devices"]
+    assert info["kernel"]["status (D = 6)"] in ("available", "unavailable") and info["kernel"]["reason"]
+    assert info["packages"]["jax"] and info["threads"]["cpu_count"] >= 1

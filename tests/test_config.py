@@ -17,7 +17,7 @@ from icldyn.experiments import REGISTRY, get
     ({"bogus": 1}, "unknown key 'bogus'"),
     ({"model": {"kind": "softmax_regressor"}}, "allowed pairs"),
     ({"train": {"precondition": True}}, "train.precondition"),
-    ({"data": {"kind": "regression", "p": 3, "m_singular_values": [0.1, 0.2]}, "model": {"kind": "softmax_regressor"}},
+    ({"data": {"kind": "regression", "d": 3, "p": 3, "m_singular_values": [0.1, 0.2]}, "model": {"kind": "softmax_regressor"}},
      "min(data.p, data.d) = 3"),
 ])
 def test_bad_config_is_one_line_naming_the_field(raw, needle):
@@ -74,3 +74,20 @@ def test_usage_errors_through_the_entry_point_are_one_line(args):
     res = subprocess.run([sys.executable, "-m", "icldyn.cli", *args], capture_output=True, text=True)
     assert res.returncode == 2
     assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("error: ")
+
+
+def test_config_docs_are_current_and_render_as_tables():
+    """docs/config.md is what docs/gen_config.py writes, and every table row has its header's cell count (an
+    unescaped | in a cell breaks the table on GitHub)."""
+    import re
+    import runpy
+
+    assert "\n".join(runpy.run_path("docs/gen_config.py")["lines"]) == open("docs/config.md").read()
+    cells = lambda line: len(re.split(r"(?<!\\)\|", line.strip())) - 2  # noqa: E731
+    header = None
+    for line in open("docs/config.md"):
+        if not line.startswith("|"):
+            header = None
+            continue
+        header = header or cells(line)
+        assert cells(line) == header, line

@@ -27,11 +27,13 @@ def convergence(session_store, claims):
     return json.loads((runs[-1] / "summary.json").read_text())
 
 
+@pytest.mark.xdist_group("goel-verify")  # shares the module's verify run
 def test_verify_goel_passes(claims):
     assert_claims(claims, ("θ*(J)", "Monte-Carlo mean of L̂ (n = 1600", "finite differences", "Lemma 1",
                            "population gradients", "linearisation at θ*", "sampled gradients (n = 200)"))
 
 
+@pytest.mark.xdist_group("goel-verify")  # shares the module's verify run
 def test_convergence_recipe_numbers(convergence):
     shown = {p["point"].split(" (lr")[0]: p for p in convergence["points"] if p.get("tuned_best", True)}
     alg = shown["algorithm 1"]
@@ -94,6 +96,11 @@ def test_spectral_init_and_assumptions():
     assert ok["warnings"] == [] and ok["norm_M_sigma_half"] == pytest.approx(0.05)
     bad = goel.assumptions(np.ones((2, 3)), np.eye(3))
     assert any("p = 2 < d = 3" in w for w in bad["warnings"]) and any("1/16" in w for w in bad["warnings"])
+    from icldyn.experiments.goel import assumptions_not_met
+
+    assert assumptions_not_met(get("goel-convergence").config(quick=True)) == []
+    loud = assumptions_not_met(get("goel-convergence").config({"data": {"m_norm": 0.1}}, quick=True))
+    assert loud == ["‖MΣ^½‖_op = 0.1 ≥ 1/16: outside Theorem 2's assumption"]
 
 
 def test_local_rate_closed_form():

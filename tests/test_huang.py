@@ -23,13 +23,17 @@ def _summary(store, name):
     return json.loads((sorted(store.glob(f"*-{name}-*"))[-1] / "summary.json").read_text())
 
 
+@pytest.mark.xdist_group("huang-verify")  # shares the module's verify run
 def test_verify_huang_passes(claims):
     assert_claims(claims, ("vs Monte Carlo over prompts", "finite differences", "tracks the exact engine", "≥ 0.9",
                            "dominant feature reaches", "four phases"))
 
 
+@pytest.mark.xdist_group("huang-verify")  # shares the module's verify run
 def test_imbalanced_numbers_match_spec(session_store, claims):
     s = _summary(session_store, "huang-imbalanced")
+    assert s["assumptions_not_met"] == ["N = 512, K³ = 512 (N/K³ = 1): Theorems 3.1-3.2 assume N ≫ K³ "
+                                        "(flagged below 10 K³)"]
     feats = s["points"][0]["seeds"][0]["features"]
     # SPEC §2.6, K = 8, N = 512, p₁ = ½, η = 1: dominant converged at t = 520, the others at 3830;
     # initial |ΔB_k1|/ΔA_k = 1.66; switch of leading influence at t ≈ 50; E[Attn_k] ≥ ½ at t = 210
@@ -43,6 +47,7 @@ def test_imbalanced_numbers_match_spec(session_store, claims):
         assert f["phases"]["phase_III_end"] == pytest.approx(210, abs=10)
 
 
+@pytest.mark.xdist_group("huang-verify")  # shares the module's verify run
 def test_balanced_tracking_and_t_half(session_store, claims):
     s = _summary(session_store, "huang-balanced")
     ex = next(p for p in s["points"] if p["oracle"] == "population")
@@ -52,7 +57,9 @@ def test_balanced_tracking_and_t_half(session_store, claims):
 
 def test_phase_scaling_exponent(session_store):
     cfg = get("huang-phase-scaling").config({"grid": {"data.features": [4, 6, 8, 12]}}, quick=True)
-    _, s = execute(cfg, session_store)
+    rd, s = execute(cfg, session_store)
+    assert [a.split(":")[0] for a in s["assumptions_not_met"]] == [f"data.features={K}" for K in (4, 6, 8, 12)]
+    assert "Outside the paper's assumptions" in (rd.path / "report.md").read_text()
     lo, hi = s["exponent_ci"]
     # SPEC §2.6: t_½ ∝ K² (1.13 K² … 1.44 K² for K = 4…32)
     assert lo <= s["exponent"] <= hi and 1.6 < s["exponent"] < 2.4, s["t_half"]
@@ -83,3 +90,14 @@ def test_phase_detection_on_synthetic_curves():
     attn = 1 / (1 + np.exp(-(t - 250) / 30))
     ph = huang.underrepresented_phases(t, A, B, attn)
     assert ph["ordered"] and ph["initial_ratio"] > 1 and ph["phase_III_end"] == 250
+
+
+def test_assumption_report_inside_and_outside():
+    from icldyn.experiments.huang import assumptions_not_met
+
+    inside = get("huang-balanced").config({"data": {"features": 4, "d": 4, "n": 640}}, quick=True)
+    assert assumptions_not_met(inside) == []
+    outside = get("huang-balanced").config({"data": {"n": 639}, "train": {"oracle": "sampled"},
+                                            "model": {"train_value": True}}, quick=True)
+    got = assumptions_not_met(outside)
+    assert len(got) == 3 and "N/K³ = 9.98" in got[0] and "ν = 1" in got[1] and "population" in got[2]

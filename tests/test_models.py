@@ -104,3 +104,21 @@ def test_kernel_copies_of_a_seed_share_its_batch():
     ref = [kernel.value_and_grad_np(P[g], Q[g], Sm[0], zq[0], y[0]) for g in range(G)]
     for j in range(3):
         np.testing.assert_array_equal(out[j], np.stack([r[j] for r in ref]))
+
+
+@pytest.mark.skipif(not kernel.available(6), reason="no C compiler: the kernel path is not built here")
+def test_pure_jax_sampler_draws_the_kernels_prompts():
+    """The same key gives the same prompts on every path: the jax.numpy Philox4x32-10 + Box–Muller twin against
+    the C sampler, to float64 rounding, and a law check (each normal standard, ≈ 0 correlation)."""
+    from icldyn.config import DataConfig
+    from icldyn.data.gaussian import make_task, philox_normals, sample_prompts_philox
+
+    task = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), make_task(DataConfig(covariance="official",
+                                                                                     noise_std=0.3), 1))
+    key = jax.random.PRNGKey(11)
+    twin = moments(sample_prompts_philox(task, key=key, batch=200, n=20))
+    ref = kernel.sample_moments(task, key, 200, 20)
+    for a, b in zip(twin, ref):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+    g = np.asarray(philox_normals(jnp.array([3, 4], jnp.uint32), 4000, 6, jnp.float64))
+    assert abs(g.mean()) < 0.02 and abs(g.std() - 1) < 0.02 and abs(np.corrcoef(g.T)[0, 1:]).max() < 0.05

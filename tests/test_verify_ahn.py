@@ -5,6 +5,8 @@ import pytest
 from conftest import assert_claims
 from icldyn import verify
 
+pytestmark = pytest.mark.xdist_group("ahn-verify")  # both tests read the module's verify runs
+
 
 @pytest.fixture(scope="module")
 def claims(session_store):

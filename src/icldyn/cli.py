@@ -268,6 +268,23 @@ def verify(paper: Optional[str] = typer.Option(None, "--paper", help="ahn, goel 
         raise typer.Exit(1)
 
 
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json", help="print the report as JSON")) -> None:
+    """Versions, JAX backend and devices, the C kernel's status and why, caches, threads: paste it into a bug report."""
+    from icldyn.doctor import collect
+
+    _setup()
+    info = collect()
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    for section, items in info.items():
+        out_console.print(f"[bold]{section}[/bold]", highlight=False)
+        for key, value in items.items():
+            shown = ", ".join(value) if isinstance(value, list) else value
+            out_console.print(f"  {key:22s} {shown}", markup=False, highlight=False, soft_wrap=True)
+
+
 def main() -> None:
     """Entry point: usage errors (unknown option, missing value) become one line and exit code 2."""
     try:

@@ -59,8 +59,9 @@ class DataConfig(_Section):
     test_size: int = Field(20_000, ge=1, description="prompts in the fixed held-out test set of each seed")
     sampler: Literal["auto", "jax", "kernel"] = Field(
         "auto",
-        description="training prompts: jax (threefry, any backend); kernel (C, Philox4x32-10, drawn straight "
-        "into moments, CPU); auto: kernel when the model runs the kernel forward",
+        description="training prompts of the linear transformer, the same draws either way (Philox4x32-10, "
+        "Box–Muller): kernel (C, drawn straight into moments, CPU); jax (its jax.numpy twin, any backend); auto: "
+        "kernel when the model runs the kernel forward",
     )
 
     features: int = Field(4, ge=1, le=256, description="features: number of orthonormal features K (≤ d)")
@@ -87,7 +88,7 @@ class DataConfig(_Section):
             if len(self.eigenvalues) != self.d:
                 raise ValueError(f"data.eigenvalues has {len(self.eigenvalues)} entries but data.d = {self.d}")
         if self.covariance == "official" and self.d != 5:
-            raise ValueError(f"covariance = 'official' is defined for d = 5 only, got data.d = {self.d}")
+            raise ValueError(f"data.covariance = 'official' is defined for d = 5 only, got data.d = {self.d}")
         if self.kind == "features" and self.features > self.d:
             raise ValueError(f"data.features = {self.features} exceeds data.d = {self.d}: K orthonormal features "
                              "need K ≤ d")
@@ -97,9 +98,18 @@ class DataConfig(_Section):
                                  f"{self.features}")
             if abs(sum(self.feature_probs) - 1.0) > 1e-9:
                 raise ValueError(f"data.feature_probs must sum to 1, got {sum(self.feature_probs):.6g}")
+        if self.kind == "regression" and self.p < self.d:
+            raise ValueError(f"data.p = {self.p} < data.d = {self.d}: the regression law (Goel et al.) needs p ≥ d "
+                             "(S and θ*(J) are defined for p ≥ d); allowed: data.p ≥ data.d")
         if self.m_singular_values is not None and len(self.m_singular_values) != min(self.p, self.d):
             raise ValueError(f"data.m_singular_values has {len(self.m_singular_values)} entries but "
                              f"min(data.p, data.d) = {min(self.p, self.d)}")
+        if self.eigenvalues is not None and self.covariance != "eigenvalues":
+            raise ValueError(f"data.eigenvalues applies to data.covariance = 'eigenvalues' only, not "
+                             f"{self.covariance!r}")
+        if self.condition_number != 16.0 and self.covariance != "condition":
+            raise ValueError(f"data.condition_number applies to data.covariance = 'condition' only, not "
+                             f"{self.covariance!r}")
         return self
 
 
@@ -125,7 +135,8 @@ class ModelConfig(_Section):
         "auto",
         description="kernel: fused C loss+gradient of the moment form (CPU); moments: the exact (d+1)×(d+1) "
         "moment-matrix form in JAX; columns: the literal column form of eq. (3); auto: kernel where it "
-        "compiles on a CPU backend, else moments",
+        "compiles on a CPU backend, else moments (one line says why). An explicit kernel that cannot be built here "
+        "is refused. Every form draws the same prompts (data.sampler)",
     )
 
 
@@ -190,16 +201,29 @@ class RunConfig(_Section):
         if (self.model.kind, self.data.kind) not in pairs:
             raise ValueError(f"model.kind = {self.model.kind!r} does not take data.kind = {self.data.kind!r}; "
                              "allowed pairs: " + ", ".join(f"{m} + {d}" for m, d in sorted(pairs)))
-        only = {"model.init": ("softmax_regressor", self.model.init, "random"),
-                "train.regularizer": ("softmax_regressor", self.train.regularizer, 0.0),
-                "train.precondition": ("softmax_regressor", self.train.precondition, False),
-                "model.train_value": ("softmax_icl", self.model.train_value, False)}
-        for key, (kind, value, default) in only.items():
-            if value != default and self.model.kind != kind:
-                raise ValueError(f"{key} = {value!r} applies to model.kind = {kind!r} only")
+        for section, kind, owners in (("data", self.data.kind, DATA_FIELDS), ("model", self.model.kind, MODEL_FIELDS),
+                                      ("train", self.model.kind, TRAIN_FIELDS)):
+            obj = getattr(self, section)
+            for name, info in type(obj).model_fields.items():
+                value = getattr(obj, name)
+                kinds = [k for k, fields in owners.items() if name in fields]
+                if kinds and kind not in kinds and value != info.default:
+                    which = "data.kind" if section == "data" else "model.kind"
+                    raise ValueError(f"{section}.{name} = {value!r} applies to {which} = "
+                                     f"{' or '.join(repr(k) for k in kinds)} only, not {kind!r}; remove it")
         if self.train.oracle != "sampled" and self.data.kind == "prompts":
             raise ValueError("train.oracle = 'population' needs data.kind = 'regression' or 'features' (Gaussian "
                              "prompts have no exact population engine here)")
+        if self.data.sampler != "auto" and self.model.kind != "linear_attention":
+            raise ValueError(f"data.sampler = {self.data.sampler!r} applies to model.kind = 'linear_attention' only, "
+                             f"not {self.model.kind!r}; remove it")
+        if self.model.kind == "linear_attention":
+            if "kernel" in (self.model.forward, self.data.sampler) and self.data.d + 1 > KERNEL_DMAX:
+                raise ValueError(f"the C kernel takes data.d ≤ {KERNEL_DMAX - 1}, got data.d = {self.data.d}; allowed: "
+                                 "model.forward and data.sampler = 'auto', or a JAX form")
+            if self.data.sampler == "kernel" and self.model.forward == "columns":
+                raise ValueError("data.sampler = 'kernel' draws prompts straight into moments, which model.forward = "
+                                 "'columns' cannot read; allowed with columns: data.sampler = 'auto' or 'jax'")
         return self
 
     @field_validator("grid")
@@ -216,6 +240,27 @@ class RunConfig(_Section):
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+KERNEL_DMAX = 16  # the C kernel's largest token dimension D = d + 1 (icldyn.models.kernel.DMAX)
+
+# The fields that belong to one kind only (the rest are shared): set to anything but their default under another
+# kind, they would be ignored, so they are refused. Data fields by data.kind; model and train fields by model.kind.
+DATA_FIELDS = {
+    "prompts": {"w_prior", "test_size", "sampler"},
+    "regression": {"p", "m_norm", "m_singular_values"},
+    "features": {"features", "feature_basis", "p_dominant", "feature_probs"},
+}
+for _k in ("prompts", "regression"):
+    DATA_FIELDS[_k] |= {"covariance", "eigenvalues", "condition_number", "noise_std"}
+MODEL_FIELDS = {
+    "linear_attention": {"layers", "parameterization", "heads", "forward", "init_std"},
+    "softmax_regressor": {"init", "init_std"},
+    "softmax_icl": {"train_value"},
+}
+TRAIN_FIELDS = {
+    "linear_attention": {"threads"},
+    "softmax_regressor": {"regularizer", "precondition", "oracle"},
+    "softmax_icl": {"count_samples", "oracle"},
+}
 
 
 # ---------------------------------------------------------------- building and errors
@@ -246,7 +291,8 @@ def _one_line(err: ValidationError) -> str:
     got = e.get("input")
     if field in section_model.model_fields and e["type"] not in ("value_error",):
         return f"{name} = {got!r} is not allowed: must be {_describe(section_model, field)} ({e['msg']})"
-    return f"{name}: {e['msg'].removeprefix('Value error, ')}"
+    msg = e["msg"].removeprefix("Value error, ")
+    return msg if not loc or loc[-1] in _SECTIONS else f"{name}: {msg}"  # a section's own check names its fields
 
 
 def build(raw: dict[str, Any]) -> RunConfig:

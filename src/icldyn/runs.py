@@ -11,8 +11,8 @@ from typing import Any
 import jax
 
 from icldyn import __version__
-from icldyn.config import RunConfig
-from icldyn.experiments import Reporter, SilentReporter, get
+from icldyn.config import RunConfig, with_overrides
+from icldyn.experiments import Experiment, Reporter, SilentReporter, get
 from icldyn.store import RunDir
 
 
@@ -22,6 +22,38 @@ def versions() -> dict[str, str]:
         out[pkg] = importlib.metadata.version(pkg)
     out["backend"] = jax.default_backend()
     return out
+
+
+def points(exp: Experiment, cfg: RunConfig) -> list[tuple[str, RunConfig]]:
+    """(label, config) of every grid point, as the recipe derives it (e.g. N = K³ per K)."""
+    from icldyn.experiments import grid_points
+
+    return [(label, with_overrides(cfg, {**over, **(exp.derive(over, cfg) if exp.derive and over else {})}))
+            for label, over in grid_points(cfg)]
+
+
+def execution(exp: Experiment, cfg: RunConfig) -> dict[str, Any]:
+    """What runs ``cfg`` on this machine — backend, devices, threads and, for the linear transformer, the forward,
+    the sampler and the C kernel's status (built, from the cache, or unavailable and why) — for summary.json.
+    Every grid point is checked: a setting this machine cannot honour raises ConfigError before any work."""
+    from icldyn.experiments import ahn_setup
+
+    out: dict[str, Any] = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
+                           "threads": cfg.train.threads}
+    per = [ahn_setup.execution(p) for _, p in points(exp, cfg) if p.model.kind == "linear_attention"]
+    if per:
+        out.update(per[0])
+        if any(p != per[0] for p in per):
+            out["points"] = per
+    return out
+
+
+def assumptions_not_met(exp: Experiment, cfg: RunConfig) -> list[str]:
+    """The recipe's assumption check at every grid point (as the point is derived), one line each."""
+    if exp.assumptions is None:
+        return []
+    out = [f"{label}: {a}" if label else a for label, point in points(exp, cfg) for a in exp.assumptions(point)]
+    return list(dict.fromkeys(out))
 
 
 def execute(cfg: RunConfig, store: str | Path, reporter: Reporter | None = None,
@@ -38,6 +70,8 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
     exp = get(cfgs[0].experiment)
     if len(cfgs) > 1 and exp.group_runner is None:
         raise ValueError(f"{exp.name} has no group runner: run its configs one by one")
+    ran = [execution(exp, cfg) for cfg in cfgs]  # before any directory is made: what cannot run here is refused
+    unmet = [assumptions_not_met(exp, cfg) for cfg in cfgs]
     rds = []
     for cfg, rd in zip(cfgs, resume or [None] * len(cfgs)):
         if rd is None:
@@ -47,9 +81,10 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
     reporter = reporter or SilentReporter()
     results = exp.group_runner(cfgs, rds, reporter) if len(cfgs) > 1 else [exp.runner(cfgs[0], rds[0], reporter)]
     out = []
-    for cfg, rd, result in zip(cfgs, rds, results):
+    for cfg, rd, result, info, outside in zip(cfgs, rds, results, ran, unmet):
         summary = {"run_id": rd.run_id, "experiment": cfg.experiment, "paper": exp.paper,
-                   "description": exp.description, "versions": versions(), **result}
+                   "description": exp.description, "versions": versions(), "execution": info,
+                   "assumptions_not_met": outside, **result}
         rd.write_report(report(cfg, summary))
         rd.write_summary(summary)  # last: a run directory with summary.json is finished
         rd.finish()
@@ -68,6 +103,15 @@ def report(cfg: RunConfig, summary: dict[str, Any]) -> str:
              f"Status: **{summary['status']}**; wall time {summary['wall_s']:.1f} s; "
              f"{cfg.seeds} seed(s); dtype {cfg.train.dtype}; versions: "
              + ", ".join(f"{k} {v}" for k, v in summary["versions"].items()), ""]
+    ex = summary.get("execution", {})
+    if "forward" in ex:
+        k = ex["kernel"]
+        lines += [f"Ran on {ex['backend']} ({', '.join(ex['devices'])}), {ex['threads']} thread(s): forward "
+                  f"`{ex['forward']}`, sampler `{ex['sampler']}`; C kernel {k['origin']} ({k['reason']}; "
+                  f"compiler {k['compiler']}).", ""]
+    if summary.get("assumptions_not_met"):
+        lines += ["**Outside the paper's assumptions** (the run went on):", ""]
+        lines += [f"- {a}" for a in summary["assumptions_not_met"]] + [""]
     if summary.get("table"):
         lines += markdown_table(summary["table"]) + [""]
     lines += summary.get("report_lines", [])

@@ -95,6 +95,72 @@ def sample_prompts(task: GaussianTask, *, key: jax.Array, batch: int, n: int) ->
     return Prompts(X, y)
 
 
+# ---------------------------------------------------------------- Philox4x32-10 prompts (kernel's twin)
+
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+
+
+def _mulhilo(a: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
+    """(high, low) 32-bit halves of the 64-bit product a·m for uint32 ``a`` and a constant ``m``, in
+    uint32 arithmetic only (no x64 needed): a 16-bit schoolbook split."""
+    u = lambda v: jnp.uint32(v)  # noqa: E731
+    a_lo, a_hi, m_lo, m_hi = a & u(0xFFFF), a >> u(16), u(m & 0xFFFF), u(m >> 16)
+    t = a_lo * m_lo
+    m1 = a_hi * m_lo + (t >> u(16))
+    m2 = a_lo * m_hi + (m1 & u(0xFFFF))
+    return a_hi * m_hi + (m1 >> u(16)) + (m2 >> u(16)), a * u(m)
+
+
+def philox4x32(counter: tuple[jax.Array, ...], key: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, ...]:
+    """Philox4x32-10 (Salmon, Moraes, Dror, Shaw, SC'11) on broadcast uint32 counter words (c0, c1, c2, c3)
+    and key (k0, k1); the same rounds as the C kernel's ``philox_block``."""
+    c0, c1, c2, c3 = (jnp.asarray(c, jnp.uint32) for c in counter)
+    k0, k1 = (jnp.asarray(k, jnp.uint32) for k in key)
+    for _ in range(10):
+        hi0, lo0 = _mulhilo(c0, _PHILOX_M[0])
+        hi1, lo1 = _mulhilo(c2, _PHILOX_M[1])
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0, k1 = k0 + jnp.uint32(_PHILOX_W[0]), k1 + jnp.uint32(_PHILOX_W[1])
+    return c0, c1, c2, c3
+
+
+def _box_muller(a: jax.Array, b: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
+    """Two normals from two uint32 words (their top 24 bits): u₁ ∈ (0, 1], u₂ ∈ [0, 1) (as the kernel)."""
+    scale = jnp.asarray(5.9604644775390625e-08, dtype)  # 2⁻²⁴
+    u1 = ((a >> jnp.uint32(8)).astype(jnp.int32).astype(dtype) + 1) * scale
+    u2 = (b >> jnp.uint32(8)).astype(jnp.int32).astype(dtype) * scale
+    r, th = jnp.sqrt(-2 * jnp.log(u1)), jnp.asarray(6.283185307179586, dtype) * u2
+    return r * jnp.cos(th), r * jnp.cos(th - jnp.asarray(1.5707963267948966, dtype))
+
+
+def philox_normals(bits: jax.Array, batch: int, count: int, dtype) -> jax.Array:
+    """(batch, count) standard normals: prompt b's j-th group of four is Philox4x32-10 with key ``bits``
+    (two uint32) at counter (j, b mod 2³², b div 2³², 0x1CD1), through Box–Muller — the C sampler's stream."""
+    groups = -(-count // 4)
+    j = jnp.arange(groups, dtype=jnp.uint32)[None, :]
+    b = jnp.arange(batch, dtype=jnp.uint32)[:, None]  # batch < 2³²: the high word is 0
+    u = philox4x32((j, b, jnp.zeros_like(b), jnp.full_like(b, 0x1CD1)), (bits[0], bits[1]))
+    g0, g1 = _box_muller(u[0], u[1], dtype)
+    g2, g3 = _box_muller(u[2], u[3], dtype)
+    return jnp.stack([g0, g1, g2, g3], axis=-1).reshape(batch, 4 * groups)[:, :count]
+
+
+def sample_prompts_philox(task: GaussianTask, *, key: jax.Array, batch: int, n: int) -> Prompts:
+    """The law of :func:`sample_prompts` drawn from the C sampler's stream (``kernel.sample_moments``): for the
+    same key, the very same prompts on every path (kernel or pure JAX, CPU or GPU), to rounding. Per prompt the
+    normals are w's d, then (x_i's d, ε_i) for i = 1…n+1."""
+    dtype = task.sigma.dtype
+    d = task.sigma.shape[0]
+    bits = jax.random.bits(key, (2,), jnp.uint32)
+    G = philox_normals(bits, batch, d + (n + 1) * (d + 1), dtype)
+    w = G[:, :d] @ task.w_sqrt.T  # (b, d)
+    ex = G[:, d:].reshape(batch, n + 1, d + 1)
+    X = ex[..., :d] @ task.sigma_sqrt.T  # (b, n+1, d)
+    y = jnp.einsum("bid,bd->bi", X, w) + task.noise_std * ex[..., d]
+    return Prompts(X, y)
+
+
 def prompt_matrix(p: Prompts) -> jax.Array:
     """Z_0 ∈ R^{(d+1)×(n+1)} per prompt, query label zeroed: shape (b, d+1, n+1)."""
     y_ctx = p.y.at[:, -1].set(0.0)

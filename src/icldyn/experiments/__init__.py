@@ -47,6 +47,8 @@ class Experiment:
     combine: Callable[..., dict[str, Any]] | None = None
     # (grid point's overrides, recipe config) -> the further overrides that point implies (a sweep's points)
     derive: Callable[[dict[str, Any], RunConfig], dict[str, Any]] | None = None
+    # cfg -> the paper's assumptions that this (valid) config does not meet, one line each (summary, report)
+    assumptions: Callable[[RunConfig], list[str]] | None = None
 
     def config(self, overrides: dict[str, Any] | None = None, *, quick: bool = False) -> RunConfig:
         raw = merge(self.defaults, self.quick) if quick else dict(self.defaults)

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn.config import RunConfig
-from icldyn.data.gaussian import GaussianTask, Prompts, make_task, sample_prompts
+from icldyn.config import ConfigError, RunConfig
+from icldyn.data.gaussian import GaussianTask, Prompts, make_task, sample_prompts, sample_prompts_philox
 from icldyn.models import kernel
-from icldyn.models.linear_attention import LinearTransformer, Moments
+from icldyn.models.linear_attention import LinearTransformer, Moments, resolve_forward
 from icldyn.train.loop import Problem
 
 TEST_KEY, VAL_KEY = 99, 999  # the official code's test and validation seeds
@@ -63,6 +63,25 @@ def _to_numpy(p: Prompts) -> Prompts:
     return Prompts(np.asarray(p.X, np.float64), np.asarray(p.y, np.float64))
 
 
+def resolve_sampler(cfg: RunConfig, form: str) -> str:
+    """Which sampler draws the training prompts: ``kernel`` (C) or ``jax`` (its pure-JAX twin, the same draws).
+    ``auto`` takes the C sampler exactly when the model runs the kernel forward."""
+    if cfg.data.sampler == "auto":
+        return "kernel" if form == "kernel" else "jax"
+    return cfg.data.sampler
+
+
+def execution(cfg: RunConfig) -> dict:
+    """What will run for ``cfg`` on this machine (summary.json's ``execution``); raises ConfigError where an
+    explicit ``model.forward = "kernel"`` or ``data.sampler = "kernel"`` cannot be honoured."""
+    if cfg.data.sampler == "kernel" and not kernel.available(cfg.data.d + 1):
+        raise ConfigError(f"data.sampler = 'kernel' cannot be honoured here: C kernel unavailable: "
+                          f"{kernel.status(cfg.data.d + 1).reason}; allowed: 'auto', 'jax' (the same draws)")
+    form = resolve_forward(cfg.model, cfg.data.d)
+    sampler = resolve_sampler(cfg, form)
+    return {"forward": form, "sampler": sampler, "kernel": kernel.status(cfg.data.d + 1).as_dict()}
+
+
 def build(cfg: RunConfig) -> Setup:
     """Everything one grid point needs: per-seed tasks, held-out sets, keys, and the Problem."""
     dtype = jnp.float64 if cfg.train.dtype == "float64" else jnp.float32
@@ -76,12 +95,12 @@ def build(cfg: RunConfig) -> Setup:
     vals = [_to_numpy(held_out(cfg, t, s, VAL_KEY, dtype)) for t, s in zip(tasks64, seeds)]
     keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
 
-    fast_sampler = model.form == "kernel" and cfg.data.sampler != "jax"
+    c_sampler = resolve_sampler(cfg, model.form) == "kernel"
 
-    def sample(task, key):
-        if fast_sampler:
+    def sample(task, key):  # the same prompts either way (Philox4x32-10): kernel.sample_moments or its JAX twin
+        if c_sampler:
             return Moments(*kernel.sample_moments(task, key, cfg.train.batch, cfg.data.n, cfg.train.threads))
-        return model.prepare(sample_prompts(task, key=key, batch=cfg.train.batch, n=cfg.data.n))
+        return model.prepare(sample_prompts_philox(task, key=key, batch=cfg.train.batch, n=cfg.data.n))
 
     def evaluate(params, task, test):
         return {"test_loss": model.loss(params, test), **structure_metrics(model, params, task)}

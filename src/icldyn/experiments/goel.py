@@ -390,6 +390,14 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def assumptions_not_met(cfg: RunConfig) -> list[str]:
+    """Goel et al.'s assumptions (SPEC §1.8: p ≥ d, MΣ^½ of full column rank, ‖MΣ^½‖_op < 1/16) that a seed's
+    regression task does not meet (:func:`icldyn.theory.goel.assumptions`)."""
+    tasks = [make_regression_task(cfg.data, s) for s in range(cfg.seed, cfg.seed + cfg.seeds)]
+    found = [w for t in tasks for w in theory.assumptions(t.M, t.sigma)["warnings"]]
+    return list(dict.fromkeys(found))
+
+
 GOEL_DATA = {"kind": "regression", "d": 3, "p": 4, "covariance": "condition", "condition_number": 4.0,
              "m_norm": 0.05, "noise_std": 0.1, "n": 200}
 GOEL_MODEL = {"kind": "softmax_regressor", "init": "spectral", "init_std": 0.01}
@@ -402,7 +410,7 @@ register(Experiment(
     "Algorithm 1 vs GD / tuned Adam / SGD and its ablations: excess loss and P-distance to S, fitted rate μ",
     functools.partial(run, methods=CONVERGENCE_METHODS),
     group_runner=functools.partial(run_group, methods=CONVERGENCE_METHODS), group_fields=GROUP_FIELDS,
-    combine=combine,
+    combine=combine, assumptions=assumptions_not_met,
     defaults={"seeds": 5, "data": GOEL_DATA, "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 5000}},
     quick={"seeds": 2, "train": {"steps": 2000, "batch": 16}},
 ))
@@ -411,7 +419,7 @@ register(Experiment(
     "Algorithm 1 with sampled gradients: the floor L(θ_∞) − L* against n, beside the n⁻² log⁶ n bound",
     functools.partial(run, methods=ALGORITHM1),
     group_runner=functools.partial(run_group, methods=ALGORITHM1), group_fields=GROUP_FIELDS,
-    combine=combine,
+    combine=combine, assumptions=assumptions_not_met,
     defaults={"seeds": 5, "grid": {"data.n": [20, 50, 100, 200, 500, 1000, 2000]}, "data": GOEL_DATA,
               # small n makes the sampled gradient noisy: a smaller step than the population recipes' η = 20
               "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "oracle": "sampled", "lr": 2.5, "batch": 16,
@@ -423,7 +431,7 @@ register(Experiment(
     "iterations to excess loss 1e-8 against κ(Σ) ∈ {1, 10, 100}, with and without the preconditioner",
     functools.partial(run, methods=CONDITIONING_METHODS),
     group_runner=functools.partial(run_group, methods=CONDITIONING_METHODS), group_fields=GROUP_FIELDS,
-    combine=combine,
+    combine=combine, assumptions=assumptions_not_met,
     defaults={"seeds": 5, "grid": {"data.condition_number": [1.0, 10.0, 100.0]}, "data": GOEL_DATA,
               "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 20_000, "log_every": 10}},
     quick={"seeds": 2, "train": {"steps": 5000}},

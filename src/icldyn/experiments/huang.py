@@ -339,6 +339,23 @@ def report_lines(result: dict) -> list[str]:
             "of leading influence), III when E[Attn_k] ≥ ½ (theory/huang.py).", ""]
 
 
+def assumptions_not_met(cfg: RunConfig) -> list[str]:
+    """Huang et al.'s assumptions (SPEC §2.7) that a valid config does not meet: N = poly(K) ≫ K³ (flagged below
+    10 K³), ν = 1 fixed, population-gradient GD from Q = 0."""
+    K, N = cfg.data.features, cfg.data.n
+    out = []
+    if N < 10 * K**3:
+        out.append(f"N = {N}, K³ = {K**3} (N/K³ = {N / K**3:.3g}): Theorems 3.1-3.2 assume N ≫ K³ "
+                   "(flagged below 10 K³)")
+    if cfg.model.train_value:
+        out.append("model.train_value = true: the theorems fix ν = 1")
+    if cfg.train.oracle != "population":
+        out.append("train.oracle = 'sampled': the theorems analyse GD on the population loss")
+    if cfg.train.optimizer != "sgd" or cfg.train.momentum or cfg.train.schedule != "constant":
+        out.append(f"train.optimizer = {cfg.train.optimizer!r}: the theorems analyse plain GD at a constant step")
+    return out
+
+
 HUANG_DATA = {"kind": "features", "features": 4, "d": 4, "n": 64, "feature_basis": "random"}
 HUANG_MODEL = {"kind": "softmax_icl"}
 HUANG_TRAIN = {"optimizer": "sgd", "lr": 1.0, "schedule": "constant", "clip": 0.0, "dtype": "float64",
@@ -348,7 +365,7 @@ register(Experiment(
     "huang-balanced", "huang",
     "balanced features: A_k, B_{k,n}, E[Attn_k], L_k from Q = 0; exact engine vs Monte-Carlo GD (Thm 3.1)",
     functools.partial(run, methods=(EXACT, MONTE_CARLO)),
-    combine=combine,
+    combine=combine, assumptions=assumptions_not_met,
     defaults={"seeds": 4, "data": {**HUANG_DATA, "features": 8, "d": 8, "n": 512},
               "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 800, "batch": 1024}},
     quick={"data": HUANG_DATA, "train": {"steps": 300}},
@@ -357,7 +374,7 @@ register(Experiment(
     "huang-imbalanced", "huang",
     "imbalanced features (p_1 = ½): the dominant feature converges first; four phases of the others (Thm 3.2)",
     functools.partial(run, methods=(EXACT,)),
-    combine=combine,
+    combine=combine, assumptions=assumptions_not_met,
     defaults={"data": {**HUANG_DATA, "features": 32, "d": 32, "n": 4096, "p_dominant": 0.5},
               "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 25_000, "log_every": 20}},
     quick={"data": {"features": 8, "d": 8, "n": 512},
@@ -367,7 +384,7 @@ register(Experiment(
     "huang-phase-scaling", "huang",
     "phase-I length t_½ against K = 4…32 (N = K³): fitted exponent vs the O(K² log K / η) bound",
     functools.partial(run, methods=(EXACT,), n_power=3),
-    combine=combine, derive=scaled_point,
+    combine=combine, derive=scaled_point, assumptions=assumptions_not_met,
     defaults={"grid": {"data.features": [4, 8, 16, 32]}, "data": HUANG_DATA, "model": HUANG_MODEL,
               "train": {**HUANG_TRAIN, "steps": 1600, "count_samples": 10_000}},
     quick={"grid": {"data.features": [4, 6, 8, 12, 16]}, "train": {"steps": 450}},
@@ -376,7 +393,7 @@ register(Experiment(
     "huang-ood", "huang",
     "the trained model on task laws unseen in training (Rademacher, sphere, anisotropic, shifted)",
     functools.partial(run, methods=(EXACT,)),
-    combine=combine,
+    combine=combine, assumptions=assumptions_not_met,
     defaults={"data": HUANG_DATA, "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 400}},
     quick={"train": {"steps": 300}},
 ))

@@ -57,11 +57,15 @@ typedef double vf64 __attribute__((vector_size(VBYTES), may_alias));
 
 /* glibc's vector math (libmvec) variants, declared here because math.h only declares them under
  * __FAST_MATH__, which the build drops (-fno-finite-math-only keeps NaN/Inf semantics, so a
- * diverging run shows a NaN loss instead of a silently wrong number). */
+ * diverging run shows a NaN loss instead of a silently wrong number).
+ * Without libmvec (macOS, musl, or a failed link: kernel.py retries with -DLSA_NO_MVEC) the scalar
+ * functions are called instead. */
+#ifndef LSA_NO_MVEC
 __attribute__((simd("notinbranch"))) extern float logf(float);
 __attribute__((simd("notinbranch"))) extern float cosf(float);
 __attribute__((simd("notinbranch"))) extern double log(double);
 __attribute__((simd("notinbranch"))) extern double cos(double);
+#endif
 
 /* Philox4x32-10 on BLK counters at once, prompt index innermost (vectorisable). */
 static inline void philox_block(uint32_t j, uint64_t b0, uint32_t k0in, uint32_t k1in, uint32_t out[4][BLK]) {

@@ -1,13 +1,20 @@
 """Fused C kernels for the moment-form linear transformer (CPU): loss + gradient, and a sampler
 that draws Gaussian prompts straight into their moments.
 
-``_lsa_kernel.c`` is compiled on first use with the system C compiler (``-O3 -march=native``,
-OpenMP when available), once per token dimension D = d + 1 (a compile-time constant, so the register-blocked
-small products unroll), into a cache directory and called through :func:`jax.pure_callback`
-inside a ``custom_vjp``: one call per training step returns the loss and the exact gradient with
-respect to every P and Q (batch innermost, so the tiny products run as vector FMAs). Where no
-compiler is found, :func:`available` is False and models fall back to the pure-JAX moment form,
-which is also the reference the tests compare this kernel against.
+``_lsa_kernel.c`` (package data) is compiled on first use with the system C compiler, once per token
+dimension D = d + 1 (a compile-time constant, so the register-blocked small products unroll), into a
+cache folder, and called through :func:`jax.pure_callback` inside a ``custom_vjp``: one call per training
+step returns the loss and the exact gradient with respect to every P and Q (batch innermost, so the tiny
+products run as vector FMAs).
+
+The build is visible and portable: it tries the fast flags (``-march=native``, OpenMP, glibc's vector
+math), then the same without OpenMP, without libmvec and without ``-march=native``; each try's compiler
+output is kept in ``<cache>/lsa<D>_<id>.log``. A library is cached per source, flags, CPU and compiler
+identity; older libraries of the same D and compiler are pruned. Where no build works, :func:`status`
+says why, one line is printed once per process, and models use the pure-JAX moment form, which is also
+the reference the tests compare this kernel against. ``ICLDYN_NO_KERNEL=1`` disables the kernel;
+``CC`` picks the compiler; ``ICLDYN_KERNEL_CACHE`` the cache folder (default
+``$XDG_CACHE_HOME/icldyn/kernels``, i.e. ``~/.cache/icldyn/kernels``).
 """
 
 from __future__ import annotations
@@ -15,25 +22,50 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import importlib.resources
 import os
 import platform
 import shutil
 import subprocess
+import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-SOURCE = Path(__file__).with_name("_lsa_kernel.c")
+from icldyn.runtime import cache_root
+
+SOURCE_NAME = "_lsa_kernel.c"
 # fast-math reassociation vectorises the reductions; -fno-finite-math-only keeps NaN/Inf semantics so a
 # diverging run shows NaN instead of a silently wrong loss
-FLAGS = ["-O3", "-march=native", "-ffast-math", "-fno-finite-math-only", "-fopenmp", "-fPIC", "-std=c11"]
-# Linked separately and without fast-math flags: linking with -ffast-math adds crtfastmath.o, which sets
+BASE_FLAGS = ["-O3", "-ffast-math", "-fno-finite-math-only", "-fPIC", "-std=c11"]
+# (name, extra compile flags, link flags, libraries): tried in order until one builds and loads. Linked
+# separately and without fast-math flags: linking with -ffast-math adds crtfastmath.o, which sets
 # flush-to-zero for the whole process on load and silently changes every other library's arithmetic.
-LINK = ["-shared", "-fopenmp"]
-LIBS = ["-lmvec", "-lm"]  # glibc's vector math (vectorised log/cos in the sampler); after the objects
+VARIANTS = [
+    ("native+openmp+libmvec", ["-march=native", "-fopenmp"], ["-shared", "-fopenmp"], ["-lmvec", "-lm"]),
+    ("native+libmvec", ["-march=native"], ["-shared"], ["-lmvec", "-lm"]),
+    ("native", ["-march=native", "-DLSA_NO_MVEC"], ["-shared"], ["-lm"]),
+    ("portable", ["-DLSA_NO_MVEC"], ["-shared"], ["-lm"]),
+]
 DMAX = 16  # largest D = d + 1 the kernels take (DMAX in the C source)
+
+
+@dataclass(frozen=True)
+class Status:
+    """How the kernel for one D stands in this process (recorded in every run's summary.json)."""
+
+    available: bool
+    origin: str  # built (this process) | cache (a library built earlier) | unavailable | disabled
+    reason: str  # why unavailable; else the variant that built (e.g. native+openmp+libmvec)
+    compiler: str  # the compiler's path and first line of ``--version``
+    library: str | None  # path of the shared library
+    log: str | None  # path of the compiler log
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 def _cpu_id() -> str:
@@ -44,38 +76,136 @@ def _cpu_id() -> str:
     return platform.machine() + flags
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("ICLDYN_KERNEL_CACHE", Path.home() / ".cache" / "icldyn" / "kernels"))
+def cache_dir() -> Path:
+    env = os.environ.get("ICLDYN_KERNEL_CACHE")
+    return Path(env) if env else cache_root() / "kernels"
+
+
+def source() -> Path | None:
+    """The kernel's C source as a file (shipped as package data), or None where it is missing."""
+    try:
+        path = Path(str(importlib.resources.files("icldyn.models") / SOURCE_NAME))
+    except (ModuleNotFoundError, TypeError):
+        return None
+    return path if path.is_file() else None
+
+
+def compiler() -> str | None:
+    """The C compiler: ``$CC``, else ``cc``, else ``gcc``."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
 @functools.cache
-def library(D: int) -> ctypes.CDLL | None:
-    """The kernel compiled for token dimension D = d + 1 (a constant, so its small products unroll into
-    registers; ≈ 2 s once per machine and D), building it if needed; None where no C compiler works."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None or os.environ.get("ICLDYN_NO_KERNEL") or not 2 <= D <= DMAX:
+def _identity(cc: str) -> str:
+    try:
+        res = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        first = (res.stdout or res.stderr).strip().splitlines()
+        return f"{cc}: {first[0]}" if res.returncode == 0 and first else f"{cc}: no version (exit {res.returncode})"
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"{cc}: {type(err).__name__}"
+
+
+def _first_error(output: str) -> str:
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    hit = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "no output")
+    return hit[:160]
+
+
+def _try_build(cc: str, src: Path, out: Path, cflags: list[str], link: list[str], libs: list[str],
+               log: list[str]) -> str | None:
+    """Compile and link ``src`` into ``out`` (atomically); None on success, else a one-line reason."""
+    tmp, obj = out.with_suffix(f".{os.getpid()}.tmp"), out.with_suffix(f".{os.getpid()}.o")
+    try:
+        for cmd in ([cc, *cflags, "-c", str(src), "-o", str(obj)], [cc, *link, str(obj), "-o", str(tmp), *libs]):
+            log.append("$ " + " ".join(cmd))
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            except (OSError, subprocess.SubprocessError) as err:
+                log.append(str(err))
+                return f"{Path(cc).name} could not run ({type(err).__name__})"
+            log.append(res.stdout + res.stderr + f"[exit {res.returncode}]")
+            if res.returncode != 0:
+                return f"{Path(cc).name} failed (exit {res.returncode}): {_first_error(res.stdout + res.stderr)}"
+        os.replace(tmp, out)  # atomic: concurrent builders agree
         return None
-    flags = FLAGS + [f"-DDCONST={D}"]
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags + LINK + LIBS).encode() + _cpu_id().encode())
-    key = key.hexdigest()[:16]
-    out = _cache_dir() / f"lsa{D}_{key}.so"
-    for _ in range(2):  # a cached build that no longer loads is rebuilt once
+    finally:
+        obj.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+
+
+def _prune(directory: Path, D: int, prefix: str, keep: Path) -> None:
+    """Remove older libraries (and logs) of the same D and compiler, and those named before libraries were
+    keyed by compiler (``lsa<D>_<key>.so``, ``lsa_<key>.so``): the latest stays."""
+    old = [p for p in directory.glob(prefix + "*") if p.suffix in (".so", ".log")]
+    old += [p for p in directory.glob(f"lsa{D}_*.so") if p.stem.count("_") == 1]
+    old += list(directory.glob("lsa_*.so"))
+    for path in old:
+        if path.name not in (keep.name, keep.with_suffix(".log").name):
+            path.unlink(missing_ok=True)
+
+
+@functools.cache
+def _build(D: int) -> tuple[ctypes.CDLL | None, Status]:
+    cc = compiler()
+    ident = _identity(cc) if cc else "none found"
+    unavailable = lambda origin, why, log=None: (None, Status(False, origin, why, ident, None, log))  # noqa: E731
+    if os.environ.get("ICLDYN_NO_KERNEL"):
+        return unavailable("disabled", "disabled by ICLDYN_NO_KERNEL")
+    if not 2 <= D <= DMAX:
+        return unavailable("unavailable", f"D = d + 1 = {D} is outside 2…{DMAX}")
+    if cc is None:
+        return unavailable("unavailable", "no C compiler found (install one, or set CC)")
+    src = source()
+    if src is None:
+        return unavailable("unavailable", f"kernel source {SOURCE_NAME} is not installed with icldyn")
+    folder = cache_dir()
+    ctag = hashlib.sha256(ident.encode()).hexdigest()[:8]
+    prefix = f"lsa{D}_{ctag}_"
+    log: list[str] = [f"icldyn kernel build, D = {D}, compiler {ident}"]
+    first_reason = None
+    for name, cflags, link, libs in VARIANTS:
+        flags = BASE_FLAGS + cflags + [f"-DDCONST={D}"]
+        key = hashlib.sha256(src.read_bytes() + " ".join(flags + link + libs).encode() + _cpu_id().encode()
+                             + ident.encode()).hexdigest()[:16]
+        out = folder / f"{prefix}{key}.so"
+        origin = "cache"
         if not out.exists():
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp, obj = out.with_suffix(f".{os.getpid()}.tmp"), out.with_suffix(f".{os.getpid()}.o")
-            steps = ([cc, *flags, "-c", str(SOURCE), "-o", str(obj)], [cc, *LINK, str(obj), "-o", str(tmp), *LIBS])
-            ok = all(subprocess.run(cmd, capture_output=True).returncode == 0 for cmd in steps)
-            obj.unlink(missing_ok=True)
-            if not ok:
-                return None
-            os.replace(tmp, out)  # atomic: concurrent builders agree
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                return unavailable("unavailable", f"cache folder {folder} is not writable ({err.strerror})")
+            log.append(f"--- variant {name}")
+            why = _try_build(cc, src, out, flags, link, libs, log)
+            if why is not None:
+                first_reason = first_reason or why
+                continue
+            origin = "built"
         try:
             lib = ctypes.CDLL(str(out))
-            break
-        except OSError:
+        except OSError as err:
+            log.append(f"--- variant {name}: the library does not load: {err}")
+            first_reason = first_reason or f"the built library does not load ({str(err)[:120]})"
             out.unlink(missing_ok=True)
-    else:
-        return None
+            continue
+        logfile = out.with_suffix(".log")
+        if origin == "built":
+            _write_log(logfile, log)
+            _prune(folder, D, prefix, out)
+        _declare(lib)
+        return lib, Status(True, origin, name, ident, str(out), str(logfile) if logfile.exists() else None)
+    logfile = folder / f"lsa{D}_{ctag}_failed.log"
+    _write_log(logfile, log)
+    return unavailable("unavailable", f"{first_reason} (log: {logfile})", str(logfile))
+
+
+def _write_log(path: Path, lines: list[str]) -> None:
+    try:
+        path.write_text("\n".join(lines) + "\n")
+    except OSError:
+        pass
+
+
+def _declare(lib: ctypes.CDLL) -> None:
     i32, i64, u32p = ctypes.c_int, ctypes.c_long, ctypes.POINTER(ctypes.c_uint32)
     for suffix, real in (("f32", ctypes.c_float), ("f64", ctypes.c_double)):
         ptr = ctypes.POINTER(real)
@@ -84,12 +214,33 @@ def library(D: int) -> ctypes.CDLL | None:
         fn.restype, fn.argtypes = i32, [i32, i32, i32, i32, i64] + [ptr] * 8 + [u8p, u8p, i32, i32]
         fn = getattr(lib, f"sample_{suffix}")  # (NS, d, n, B, Ssq, Wsq, sigma, keys, S, zq, yq, threads)
         fn.restype, fn.argtypes = i32, [i32, i32, i32, i64, ptr, ptr, ptr, u32p, ptr, ptr, ptr, i32]
-    return lib
+
+
+_told: set[str] = set()
+
+
+def library(D: int) -> ctypes.CDLL | None:
+    """The kernel compiled for token dimension D = d + 1 (≈ 2 s once per machine, compiler and D), or None
+    where it cannot be built here (:func:`status` says why)."""
+    return _build(D)[0]
+
+
+def status(D: int) -> Status:
+    """How the kernel for D stands: built, loaded from the cache, or unavailable and why."""
+    return _build(D)[1]
 
 
 def available(D: int) -> bool:
     """Whether the kernel for token dimension D = d + 1 builds here (and is built, on first call)."""
     return library(D) is not None
+
+
+def explain_fallback(D: int) -> None:
+    """Print, once per process, the one line that says the pure-JAX path replaces the kernel and why."""
+    st = status(D)
+    if not st.available and st.reason not in _told:
+        _told.add(st.reason)
+        print(f"C kernel unavailable: {st.reason}; using the pure-JAX path (slower)", file=sys.stderr, flush=True)
 
 
 def _seeds(arrays: list[np.ndarray], core_ndims: list[int], dtype) -> tuple[tuple[int, ...], list[np.ndarray]]:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from icldyn.config import ModelConfig
+from icldyn.config import ConfigError, ModelConfig
 from icldyn.data.gaussian import Prompts, prompt_matrix
 from icldyn.models import kernel
 
@@ -81,6 +81,22 @@ def forward_columns(P: jax.Array, Q: jax.Array, Z: jax.Array) -> jax.Array:
     return Z
 
 
+def resolve_forward(cfg: ModelConfig, d: int) -> str:
+    """The forward that runs: ``auto`` is the kernel on a CPU backend where it builds (else the moment form, with
+    one line saying why); an explicit ``kernel`` that cannot be honoured raises ConfigError."""
+    if cfg.forward == "auto":
+        if jax.default_backend() != "cpu":
+            return "moments"
+        if kernel.available(d + 1):
+            return "kernel"
+        kernel.explain_fallback(d + 1)
+        return "moments"
+    if cfg.forward == "kernel" and not kernel.available(d + 1):
+        raise ConfigError(f"model.forward = 'kernel' cannot be honoured here: C kernel unavailable: "
+                          f"{kernel.status(d + 1).reason}; allowed: 'auto', 'moments', 'columns'")
+    return cfg.forward
+
+
 @dataclass(frozen=True)
 class LinearTransformer:
     """Static description of the model; parameters live in a separate pytree."""
@@ -95,12 +111,7 @@ class LinearTransformer:
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, d: int, threads: int = 1) -> LinearTransformer:
-        form = cfg.forward
-        if form == "auto":
-            form = "kernel" if jax.default_backend() == "cpu" and kernel.available(d + 1) else "moments"
-        if form == "kernel" and not kernel.available(d + 1):
-            form = "moments"
-        return cls(d, cfg.layers, cfg.heads, cfg.parameterization, cfg.init_std, form, threads)
+        return cls(d, cfg.layers, cfg.heads, cfg.parameterization, cfg.init_std, resolve_forward(cfg, d), threads)
 
     def init(self, *, key: jax.Array, dtype=jnp.float32) -> Params:
         """iid N(0, init_std²) blocks (official code); ``full`` starts with P[d,d] = 1 so the value

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+from icldyn.runtime import float64_module
+
 
 def _moments_h(sigma: np.ndarray, n: int, w_cov: np.ndarray, noise_std: float) -> np.ndarray:
     """E[h hᵀ] = ((n+1)/n) Σ Ω_w Σ + (tr(Ω_w Σ) + σ²)/n · Σ  (Wishart fourth moment)."""
@@ -131,3 +133,6 @@ def dist_to_identity(M: np.ndarray) -> float:
     = ‖M − (tr M/d) I‖_F / ‖M‖_F (official code; SPEC §3.5)."""
     d = M.shape[-1]
     return float(np.linalg.norm(M - np.trace(M) / d * np.eye(d)) / np.linalg.norm(M))
+
+
+float64_module(globals())  # every public function computes in float64 whatever JAX's x64 flag

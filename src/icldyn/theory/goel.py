@@ -21,6 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
+from icldyn.runtime import float64_module
+
 
 def _sym_pow(S: jax.Array, power: float) -> jax.Array:
     lam, U = jnp.linalg.eigh(S)
@@ -232,3 +234,6 @@ def assumptions(M, sigma) -> dict:
     if g[0] >= 1 / 16:
         out["warnings"].append(f"‖MΣ^½‖_op = {g[0]:.4g} ≥ 1/16: outside Theorem 2's assumption")
     return out
+
+
+float64_module(globals())  # every public function computes in float64 whatever JAX's x64 flag

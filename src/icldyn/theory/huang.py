@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import gammaln
 
+from icldyn.runtime import float64_module
+
 ENUM_LIMIT = 200_000
 
 
@@ -135,3 +137,6 @@ def underrepresented_phases(steps, A, B_dom, attn, level: float = 0.5) -> dict:
     t3 = first_step(steps, after(t2) & (np.asarray(attn) >= level))
     return {"phase_I_end": t1, "phase_II_end": t2, "phase_III_end": t3, "initial_ratio": r0,
             "ordered": None not in (t1, t2, t3) and 0 < t1 < t2 < t3}
+
+
+float64_module(globals())  # every public function computes in float64 whatever JAX's x64 flag
