@@ -32,7 +32,7 @@ def main() -> None:
     from icldyn.config import with_overrides
     from icldyn.experiments import get
     from icldyn.experiments.goel import build
-    from icldyn.runs import execute
+    from icldyn.runner import execute
     from icldyn.train.loop import init_states, make_chunk
 
     cfg = get("goel-convergence").config(None, quick=True)

@@ -21,6 +21,11 @@ def test_run_writes_contract_and_store_commands_read_it(tmp_path):
     for name in ("config.toml", "metrics.parquet", "summary.json", "params.npz", "report.md"):
         assert (run / name).is_file()
     assert (run / "figures" / "loss_curves.png").is_file()
+    for png in (run / "figures").glob("*.png"):  # a vector PDF beside every PNG; the PNG at 200 dpi
+        assert png.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
+        data = png.read_bytes()
+        phys = data.index(b"pHYs") + 4
+        assert round(int.from_bytes(data[phys:phys + 4], "big") * 0.0254) == 200
     assert "seeds = 2" in (run / "config.toml").read_text()
     table = pq.read_table(run / "metrics.parquet")
     assert table.column_names == ["run_id", "point", "seed", "step", "metric", "value"]
@@ -57,6 +62,7 @@ def test_diverging_run_is_stopped_marked_and_keeps_its_rows(tmp_path):
     assert summary["status"] == "diverged"
     seeds = summary["points"][0]["seeds"]
     assert all(s["status"] == "diverged" and s["diverged_at"] == 20 for s in seeds)
+    assert "diverged: point model.layers=3, seed 0 at step 20" in res.stderr  # named, not just nan ± nan
     table = pq.read_table(tmp_path / summary["run_id"] / "metrics.parquet")
     assert set(table.column("step").to_pylist()) == {0, 20}  # logged up to the divergence, nothing after
 

@@ -1,7 +1,7 @@
 """The papers as plug-ins: Huang's softmax model trained on Ahn's Gaussian prompts."""
 
 from icldyn.experiments import get
-from icldyn.runs import execute
+from icldyn.runner import execute
 
 
 def test_softmax_attention_learns_on_gaussian_prompts(session_store):

@@ -7,34 +7,24 @@ import numpy as np
 import pytest
 
 from conftest import assert_claims
-from icldyn import verify
+from icldyn import claims as verify
 from icldyn.experiments import get
-from icldyn.runs import execute
 from icldyn.theory import goel
 
 
-@pytest.fixture(scope="module")
-def claims(session_store):
-    return verify.verify("goel", quick=True, store=session_store)
+@pytest.fixture
+def claims(verify_claims):
+    return verify_claims("goel")
 
 
-@pytest.fixture(scope="module")
-def convergence(session_store, claims):
-    """The goel-convergence quick run that verify wrote (read back from its summary)."""
+def test_verify_goel_passes_and_its_convergence_run_has_the_documented_numbers(claims, session_store):
+    """One test reads the verify run (the suite spreads single tests over workers: one verify per worker)."""
     import json
 
-    runs = sorted(session_store.glob("*-goel-convergence-*"))
-    return json.loads((runs[-1] / "summary.json").read_text())
-
-
-@pytest.mark.xdist_group("goel-verify")  # shares the module's verify run
-def test_verify_goel_passes(claims):
     assert_claims(claims, ("θ*(J)", "Monte-Carlo mean of L̂ (n = 1600", "finite differences", "Lemma 1",
                            "population gradients", "linearisation at θ*", "sampled gradients (n = 200)"))
-
-
-@pytest.mark.xdist_group("goel-verify")  # shares the module's verify run
-def test_convergence_recipe_numbers(convergence):
+    # the goel-convergence quick run that verify wrote
+    convergence = json.loads((sorted(session_store.glob("*-goel-convergence-*"))[-1] / "summary.json").read_text())
     shown = {p["point"].split(" (lr")[0]: p for p in convergence["points"] if p.get("tuned_best", True)}
     alg = shown["algorithm 1"]
     # geometric: the exact excess loss falls below 1e-8 within 100 iterations and to ~machine zero by the end
@@ -59,29 +49,6 @@ def test_convergence_recipe_numbers(convergence):
             assert abs(np.log(fit / pred)) <= 0.1 * abs(np.log(pred)), (name, s["seed"], fit, pred)
             assert s["predicted"]["mu_best"] <= pred
     assert all(s["predicted"] is None for s in shown["Adam"]["seeds"] + shown["random init"]["seeds"])
-
-
-def test_sample_size_floor_falls_with_n(session_store, tmp_path):
-    import json
-
-    from icldyn.sweep import sweep
-
-    raw = {"experiment": "goel-sample-size", "seeds": 1, "grid": {"data.n": [20, 40, 80, 160]}}
-    _, s = execute(get("goel-sample-size").config(raw, quick=True), session_store)
-    floors = [p["floor"] for p in s["points"]]
-    assert all(np.diff(floors) < 0), floors
-    assert all(p["floor"] < p["initial_excess"] for p in s["points"])
-    lo, hi = s["slope_ci"]
-    assert lo <= s["slope"] <= hi and s["slope"] < -1.0  # measured ≈ −1.75 (n = 20…320, 2 seeds)
-    assert any(f.endswith("floor_vs_n.png") for f in s["figures"])
-    # the same figure through the sweep machinery (no --grid: the recipe's grid, each n its own run directory,
-    # a Ray task with --backend ray): the recipe's combined report gives the same numbers
-    record = sweep(raw, True, None, tmp_path)
-    assert [p["overrides"] for p in record["points"]] == [{"data.n": n} for n in (20, 40, 80, 160)]
-    combined = json.loads((tmp_path / record["report"]).with_name("summary.json").read_text())
-    assert [p["floor"] for p in combined["points"]] == floors and combined["slope_ci"] == s["slope_ci"]
-    assert [p["point"] for p in combined["points"]] == [p["point"] for p in s["points"]]
-    assert (tmp_path / record["report"]).with_name("figures").joinpath("floor_vs_n.png").is_file()
 
 
 def test_spectral_init_and_assumptions():
@@ -125,20 +92,3 @@ def test_fit_rate_and_steps_to():
     assert goel.steps_to([0, 1, 2, 3, 4], curve, 1e-8) == 3
     assert goel.steps_to([0, 1, 2, 3, 4], curve, 1e-8, stay=False) == 1
     assert goel.steps_to([0, 1], [1.0, 1.0], 1e-8) is None
-
-
-def test_conditioning_grid_swept_as_one_job(session_store, tmp_path):
-    """κ changes Σ, not a shape: a sweep over the recipe's κ grid stacks the three runs on one seed axis (one
-    job, one program per method) and gives the numbers of the in-run grid."""
-    import json
-
-    from icldyn.sweep import sweep
-
-    raw = {"experiment": "goel-conditioning", "seeds": 1, "train": {"steps": 300}}
-    _, s = execute(get("goel-conditioning").config(raw, quick=True), session_store)
-    record = sweep(raw, True, None, tmp_path)
-    assert [p["job_size"] for p in record["points"]] == [3, 3, 3]
-    combined = json.loads((tmp_path / record["report"]).with_name("summary.json").read_text())
-    assert combined["steps_by_kappa"] == s["steps_by_kappa"]
-    np.testing.assert_allclose([p["final_excess"] for p in combined["points"]],
-                               [p["final_excess"] for p in s["points"]], rtol=1e-9)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from icldyn import runs
+from icldyn import runner
 from icldyn.experiments import get
 from icldyn.models import kernel
 
@@ -31,8 +31,7 @@ def _env(**extra) -> dict:
     return env
 
 
-@pytest.fixture(scope="module")
-def wheel_venv(tmp_path_factory):
+def _wheel_venv(tmp_path_factory):
     """sdist then wheel built from the sdist (so the sdist must carry the kernel source), installed non-editable
     into a fresh venv; the dependencies come from this environment's site-packages through a .pth file."""
     tmp = tmp_path_factory.mktemp("wheel")
@@ -51,9 +50,8 @@ def wheel_venv(tmp_path_factory):
     return tmp, venv, dist
 
 
-@pytest.mark.xdist_group("wheel")  # one built wheel and venv
-def test_wheel_and_sdist_ship_the_kernel_source(wheel_venv):
-    _, venv, dist = wheel_venv
+def test_wheel_and_sdist_ship_the_kernel_source_and_the_wheel_runs_the_default_job(tmp_path_factory):
+    tmp, venv, dist = _wheel_venv(tmp_path_factory)
     with zipfile.ZipFile(next(dist.glob("icldyn-*.whl"))) as z:
         assert "icldyn/models/_lsa_kernel.c" in z.namelist()
     with tarfile.open(next(dist.glob("icldyn-*.tar.gz"))) as t:
@@ -62,10 +60,7 @@ def test_wheel_and_sdist_ship_the_kernel_source(wheel_venv):
                            check=True, capture_output=True, text=True, cwd=venv).stdout
     assert where.startswith(str(venv)), where  # the wheel's copy, not the checkout
 
-
-@pytest.mark.xdist_group("wheel")  # one built wheel and venv
-def test_wheel_install_runs_the_default_job(wheel_venv):
-    tmp, venv, _ = wheel_venv
+    # `icldyn run` from the wheel, with a fresh kernel cache
     res = subprocess.run([str(venv / "bin" / "icldyn"), "run", "--json", "--out", str(tmp / "runs")], cwd=tmp,
                          capture_output=True, text=True, env=_env(ICLDYN_KERNEL_CACHE=str(tmp / "kernels")))
     assert res.returncode == 0, res.stderr[-3000:]
@@ -78,6 +73,11 @@ def test_wheel_install_runs_the_default_job(wheel_venv):
     else:
         assert (ex["forward"], ex["sampler"]) == ("moments", "jax")
     assert summary["points"][0]["test_loss"] < 1.05 * summary["points"][0]["optimal_loss"]
+    # the default job is stable: no point's logged held-out loss rises above its step-0 value
+    rows = pq.read_table(tmp / "runs" / summary["run_id"] / "metrics.parquet").to_pylist()
+    for point in {r["point"] for r in rows}:
+        curve = {r["step"]: r["value"] for r in rows if r["point"] == point and r["metric"] == "test_loss"}
+        assert max(curve.values()) <= curve[0], (point, curve)
 
 
 def _step20(rows: list[dict]) -> np.ndarray:
@@ -104,7 +104,7 @@ def test_no_compiler_runs_pure_jax_says_so_once_and_gives_the_kernels_numbers(tm
     if HAS_CC:  # the same config with the kernel, in this process
         cfg = get("quickstart").config({"seeds": 2, "train": {"dtype": "float64", "steps": 20, "log_every": 10,
                                                               "batch": 128}, "data": {"test_size": 500}})
-        rd, with_kernel = runs.execute(cfg, tmp_path / "kernel-runs")
+        rd, with_kernel = runner.execute(cfg, tmp_path / "kernel-runs")
         assert (with_kernel["execution"]["forward"], with_kernel["execution"]["sampler"]) == ("kernel", "kernel")
         fused = _step20(pq.read_table(rd.path / "metrics.parquet").to_pylist())
         assert abs(pure / fused - 1).max() < 1e-8, (pure, fused)

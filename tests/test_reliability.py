@@ -16,11 +16,12 @@ import numpy as np
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
+from conftest import TINY_SETS
 from icldyn.cli import app
 from icldyn.experiments import get
 from icldyn.store import RunDir, list_runs, query
 
-SMALL = ["--set", "train.steps=800", "--set", "train.log_every=50", "--set", "train.batch=256",
+SMALL = ["--set", "train.steps=500", "--set", "train.log_every=50", "--set", "train.batch=256",
          "--set", "data.test_size=1024", "--set", "train.checkpoint_every=0", "--set", "grid.model.layers=[1,3]"]
 
 
@@ -44,6 +45,13 @@ def test_kill_9_leaves_a_readable_run_and_resume_is_bit_identical(tmp_path):
         if (tmp_path / "b").is_dir() and (query(tmp_path / "b", sql)[1][0][0] or 0) >= 100:
             break
         time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGSTOP)  # paused (its lock held) while a second writer tries
+    running = next((tmp_path / "b").iterdir())
+    assert [r["status"] for r in list_runs(tmp_path / "b")] == ["running"]
+    second = _icldyn("run", "--resume", str(running))  # a second writer: refused in one line, naming the holder
+    assert second.wait(timeout=120) == 2
+    err = second.stderr.read().strip().splitlines()
+    assert len(err) == 1 and f"being written by process {proc.pid}" in err[0], err
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     run = next((tmp_path / "b").iterdir())
@@ -52,8 +60,9 @@ def test_kill_9_leaves_a_readable_run_and_resume_is_bit_identical(tmp_path):
     cols, rows = query(tmp_path / "b", "SELECT point, max(step) FROM metrics WHERE metric = 'test_loss' "
                                        "GROUP BY point ORDER BY point")
     logged = dict(rows)
-    assert logged["model.layers=1"] == 800 and 0 < logged["model.layers=3"] < 800
-    assert [r["status"] for r in list_runs(tmp_path / "b")] == ["incomplete"]
+    assert logged["model.layers=1"] == 500 and 0 < logged["model.layers=3"] < 500
+    (row,) = list_runs(tmp_path / "b")
+    assert row["status"] == "interrupted" and 0 < row["last_step"] < 500 and row["resume"].endswith(str(run))
 
     res = _icldyn("run", "--resume", str(run))
     assert res.wait(timeout=600) == 0, res.stderr.read()
@@ -156,14 +165,11 @@ def test_learning_rate_job_resumes_from_its_checkpoint(tmp_path):
     assert steps_run[0] == 0  # step 0 is logged only by a fresh start
 
 
-def test_same_config_same_numbers(tmp_path):
-    tiny = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", "train.batch=64",
-            "--set", "data.test_size=256", "--set", "seeds=2"]  # the shapes of test_cli's run: compiled once
-    runs = []
-    for out in ("a", "b"):
-        res = CliRunner().invoke(app, ["run", "quickstart", "--json", "--out", str(tmp_path / out), *tiny])
-        assert res.exit_code == 0, res.output
-        runs.append(tmp_path / out / json.loads(res.stdout)["run_id"])
+def test_same_config_same_numbers(tmp_path, tiny_store):
+    """The suite's shared TINY run (in-process) against the same config run again through the CLI."""
+    res = CliRunner().invoke(app, ["run", "quickstart", "--json", "--out", str(tmp_path), *TINY_SETS])
+    assert res.exit_code == 0, res.output
+    runs = [next(p for p in tiny_store.iterdir() if p.is_dir()), tmp_path / json.loads(res.stdout)["run_id"]]
     assert _table(runs[0]).equals(_table(runs[1]))
     versions = json.loads((runs[0] / "summary.json").read_text())["versions"]
     assert versions["icldyn"] and versions["jax"] and (runs[0] / "config.toml").read_text().count("=") > 20

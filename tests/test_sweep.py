@@ -18,6 +18,7 @@ def test_sweep_runs_grid_records_and_resumes(tmp_path):
     res = cli.invoke(app, ["sweep", "quickstart", "--grid", "train.lr=0.01,0.02", "--grid", "data.n=10,15,20",
                            *TINY, "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
+    closing = res.stdout
     rec_path = next((tmp_path / "sweeps").glob("*.json"))
     record = json.loads(rec_path.read_text())
     assert len(record["points"]) == 6 and all(p["status"] == "finished" for p in record["points"])
@@ -50,7 +51,16 @@ def test_sweep_runs_grid_records_and_resumes(tmp_path):
     for lr, n, mean in rows:
         assert abs(finals[(float(lr), int(n))] - mean) <= 5e-4 * mean  # the query's numbers (to 4 digits)
     figures = (tmp_path / record["report"]).with_name("figures")
-    assert {f.name for f in figures.iterdir()} == {"final_vs_train_lr.png", "final_vs_data_n.png"}
+    assert {f.name for f in figures.glob("*.png")} == {"final_vs_train_lr.png", "final_vs_data_n.png"}
+    assert {f.name for f in figures.glob("*.pdf")} == {"final_vs_train_lr.pdf", "final_vs_data_n.pdf"}
+    # the closing table, `icldyn sweeps` and `icldyn show SWEEP_ID` show each point's final loss
+    point = record["points"][0]
+    mean = finals[(point["overrides"]["train.lr"], point["overrides"]["data.n"])]
+    assert f"test_loss {mean:.4g}" in closing
+    listing = cli.invoke(app, ["sweeps", "--out", str(tmp_path)])
+    assert record["sweep_id"] in listing.stdout and "quickstart" in listing.stdout
+    shown = cli.invoke(app, ["show", record["sweep_id"], "--out", str(tmp_path)])
+    assert shown.exit_code == 0 and point["run_id"] in shown.stdout and f"{mean:.4g}" in shown.stdout
     # a sweep interrupted after some points: resume reruns only the unfinished ones
     done = [p["run_id"] for p in record["points"]]
     record["points"][1].update(run_id=None, status="pending")

@@ -3,24 +3,19 @@
 import pytest
 
 from conftest import assert_claims
-from icldyn import verify
-
-pytestmark = pytest.mark.xdist_group("ahn-verify")  # both tests read the module's verify runs
 
 
-@pytest.fixture(scope="module")
-def claims(session_store):
-    return {c.claim: c for c in verify.verify("ahn", quick=True, store=session_store)}
+@pytest.fixture
+def claims(verify_claims):
+    return {c.claim: c for c in verify_claims("ahn")}
 
 
-def test_every_claim_passes_and_covers_the_issue(claims):
+def test_every_claim_passes_and_the_runs_verify_wrote_are_complete(claims, session_store):
     assert len(claims) >= 11
     assert_claims(claims.values(), ("Lemma 1", "moment form", "Thm 1: trained 1-layer", "L=2: trained",
                                     "L=3: trained", "L=2 tuned GD", "L=2 tuned PGD", "Thm 3: sparse",
                                     "Thm 3: A_ℓ is not"))
-
-
-def test_runs_written_by_verify_are_complete(session_store):
+    # the runs verify wrote are complete run directories
     runs = [p for p in session_store.iterdir() if (p / "summary.json").exists()]
     assert len(runs) >= 3
     for run in runs:

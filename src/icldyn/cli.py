@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 a check or run failed, 2 bad input (one line on stderr)
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -103,11 +104,14 @@ def run(
     """Run an experiment; writes one run directory."""
     from icldyn import experiments
     from icldyn.config import build
-    from icldyn.runs import execute
+    from icldyn.runner import execute
     from icldyn.store import RunDir
 
     with bad_input():
         if resume is not None:
+            if set_ or quick or target != "quickstart":
+                fail("--resume continues a run with its own config.toml: --set, --quick and a recipe would be "
+                     "ignored, so they are refused; to change the run, start a new one")
             rd_resume = RunDir.open(resume)
             cfg = build(load_toml(str(resume / "config.toml")))
             experiments.get(cfg.experiment)
@@ -118,15 +122,44 @@ def run(
             exp = experiments.get(raw.get("experiment", "quickstart"))
             cfg = exp.config(raw, quick=quick)
     _setup()
-    with bad_input(), progress_bars(not as_json) as reporter:
+    with bad_input(), stopped_runs(), progress_bars(not as_json) as reporter:
         rd, summary = execute(cfg, out, reporter, resume=rd_resume)
     if as_json:
         sys.stdout.write((rd.path / "summary.json").read_text())
+        _print_divergence(summary, err_console)
         return
     _print_points(summary)
+    _print_divergence(summary, out_console)
     out_console.print(f"run directory: {rd.path}")
     if summary["status"] != "finished":
         raise typer.Exit(1)
+
+
+@contextmanager
+def stopped_runs() -> Iterator[None]:
+    """Ctrl-C (exit 130) or an error (exit 1) inside a run: one line naming the run, its last step and the
+    command that resumes it."""
+    from icldyn.runner import RunCrashed, RunInterrupted
+
+    try:
+        yield
+    except RunInterrupted as err:
+        fail(str(err), 130)
+    except RunCrashed as err:
+        fail(str(err), 1)
+
+
+def _print_divergence(summary: dict, console: Console) -> None:
+    """One line per diverged seed: which point, which seed, at which step."""
+    for p in summary.get("points", []):
+        for i, s in enumerate(p.get("seeds", [])):
+            if isinstance(s, dict) and s.get("status") == "diverged":
+                where = f"point {p['point']}, " if p.get("point") else ""
+                step = s.get("diverged_at")
+                console.print(f"diverged: {where}seed {s.get('seed', i)}"
+                              + (f" at step {step}" if step is not None else "")
+                              + " (loss NaN/Inf or above train.max_loss; its rows stop there)",
+                              markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_points(summary: dict) -> None:
@@ -174,16 +207,39 @@ def sweep_(
     with bad_input(), progress_bars(True) as reporter:
         record = sweep(raw, quick, axes, out, reporter, resume=resume, backend=backend, address=address,
                        group=group)
-    table = Table(title=f"sweep {record['sweep_id']}")
-    for col in ("point", "run_id", "status"):
-        table.add_column(col)
-    for p in record["points"]:
-        table.add_row(", ".join(f"{k}={v}" for k, v in p["overrides"].items()), p["run_id"] or "—", p["status"])
-    out_console.print(table)
+    _print_sweep(out, record)
     if record.get("report"):
         out_console.print(f"report: {out / record['report']}", markup=False, highlight=False, soft_wrap=True)
     if any(p["status"] != "finished" for p in record["points"]):
         raise typer.Exit(1)
+
+
+def _print_sweep(out: Path, record: dict) -> None:
+    """A sweep's points: overrides, run id, status and the final main loss (mean ± sd over seeds)."""
+    from icldyn.sweep import final_losses
+
+    finals = final_losses(out, record)
+    table = Table(title=f"sweep {record['sweep_id']} ({record['target'].get('experiment', 'quickstart')})")
+    for col in ("point", "run_id", "status", "final loss (mean ± sd over seeds)"):
+        table.add_column(col)
+    for p in record["points"]:
+        table.add_row(", ".join(f"{k}={v}" for k, v in p["overrides"].items()), p["run_id"] or "—", p["status"],
+                      finals.get(p["run_id"], "—"))
+    out_console.print(table)
+
+
+@app.command("sweeps")
+def sweeps_(out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
+    """List the sweeps in the store."""
+    from icldyn.sweep import list_sweeps
+
+    table = Table()
+    for col in ("sweep_id", "experiment", "axes", "points", "finished", "report"):
+        table.add_column(col)
+    for r in list_sweeps(out):
+        table.add_row(r["sweep_id"], r["experiment"], r["axes"], str(r["points"]), str(r["finished"]),
+                      r["report"] or "—")
+    out_console.print(table)
 
 
 @app.command("list")
@@ -201,11 +257,16 @@ def runs(out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
     """List the runs in the store."""
     from icldyn.store import list_runs
 
+    with bad_input():
+        rows = list_runs(out)
     table = Table()
-    for col in ("run_id", "experiment", "status", "wall_s"):
+    for col in ("run_id", "experiment", "status", "started", "wall_s", "last step / resume"):
         table.add_column(col)
-    for r in list_runs(out):
-        table.add_row(r["run_id"], r["experiment"], r["status"], f"{r['wall_s']:.1f}" if r["wall_s"] else "")
+    for r in rows:
+        more = " ".join(x for x in (f"step {r['last_step']}" if r["last_step"] is not None else "", r["resume"] or "")
+                        if x)
+        table.add_row(r["run_id"], r["experiment"], r["status"], r["started"],
+                      f"{r['wall_s']:.1f}" if r["wall_s"] else "", more)
     out_console.print(table)
 
 
@@ -213,19 +274,35 @@ def runs(out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
 def show(run_: str = typer.Argument(..., metavar="RUN"),
          out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
     """Print a run's report."""
-    from icldyn.store import resolve_run
+    from icldyn.store import StoreError, last_step, resolve_run, run_status
+    from icldyn.sweep import load_record
 
     with bad_input():
-        path = resolve_run(out, run_)
+        try:
+            path = resolve_run(out, run_)
+        except StoreError:
+            if not (out / "sweeps" / f"{run_}.json").is_file():
+                raise
+            record = load_record(out, run_)
+            _print_sweep(out, record)
+            if record.get("report"):
+                out_console.print((out / record["report"]).read_text(), markup=False, highlight=False)
+            return
+        if not (path / "report.md").is_file():
+            step, status = last_step(path), run_status(path)
+            raise StoreError(f"run {path.name} is {status}" + (f" (last logged step {step})" if step else "")
+                             + ": its report is written when it finishes"
+                             + ("" if status == "running" else f"; continue it with: icldyn run --resume {path}"))
     out_console.print(f"{path}\n")
     out_console.print((path / "report.md").read_text(), markup=False, highlight=False)
 
 
 @app.command()
-def query(sql: str = typer.Argument(..., help="SQL over the views `metrics` and `runs`"),
+def query(sql: str = typer.Argument(..., help="one SELECT over the views metrics, finals, runs and sweeps"),
           out: Path = typer.Option(Path(DEFAULT_STORE), "--out"),
           as_json: bool = typer.Option(False, "--json")) -> None:
-    """DuckDB SQL over every run's metrics (long format) and summaries."""
+    """Read-only DuckDB SQL over the store: metrics (long format), finals (each run's, point's and seed's last
+    logged value per metric), runs and sweeps."""
     from icldyn.store import query as run_query
 
     with bad_input():
@@ -247,7 +324,7 @@ def verify(paper: Optional[str] = typer.Option(None, "--paper", help="ahn, goel 
            out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="store for the runs verify trains"),
            as_json: bool = typer.Option(False, "--json")) -> None:
     """Run every computable claim and print claim / theory / measured / tolerance / pass."""
-    from icldyn import verify as v
+    from icldyn import claims as v
 
     if paper is not None and paper not in v.PAPERS:
         fail(f"--paper = {paper!r} is not allowed: must be one of {', '.join(v.PAPERS)}")
@@ -300,6 +377,16 @@ def main() -> None:
         sys.exit(2)
     except typer.Abort:
         sys.exit(130)
+    except KeyboardInterrupt:
+        err_console.print("interrupted", markup=False, highlight=False)
+        sys.exit(130)
+    except Exception as err:  # a bug: still one line (ICLDYN_DEBUG=1 shows the traceback)
+        if os.environ.get("ICLDYN_DEBUG"):
+            raise
+        err_console.print(f"error: internal error ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+                          "; rerun with ICLDYN_DEBUG=1 for the traceback and please report it",
+                          markup=False, highlight=False, soft_wrap=True)
+        sys.exit(1)
     sys.exit(code or 0)
 
 

@@ -1,4 +1,8 @@
-"""Figures drawn from a run's results (metric rows and point summaries); nothing here trains."""
+"""Figures drawn from a run's results (metric rows and point summaries); nothing here trains.
+
+Every helper takes the run directory ``rd`` it saves into (PNG at 200 dpi and a vector PDF side by side) and
+returns the PNG's relative path; given ``rd=None`` it returns the matplotlib ``Figure`` instead (for a notebook).
+"""
 
 from __future__ import annotations
 
@@ -50,14 +54,24 @@ def final_vs_axis(title: str, axis: str, metric: str, series: dict[str, tuple], 
         ax.set_xscale("log")
     if min(ys) > 0:
         ax.set_yscale("log")
-    ax.set(xlabel=axis, ylabel=f"final {metric}", title=title)
-    ax.legend(fontsize=7)
+    ax.set(xlabel=axis, ylabel=f"final {metric} (mean over seeds, band: min–max)", title=title)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     return _save(fig, rd, f"final_vs_{axis.replace('.', '_')}")
 
 
-def _save(fig, rd, name: str) -> str:
+DPI = 200  # raster copy; every figure is also saved as a vector PDF beside it
+
+
+def _save(fig, rd, name: str):
+    """``figures/<name>.png`` (200 dpi) and ``figures/<name>.pdf`` (vector), legends placed outside the axes
+    included (tight bounding box); returns the PNG's path relative to the run directory. With ``rd=None``
+    (a notebook) nothing is written and the matplotlib Figure itself is returned."""
     fig.tight_layout()
-    fig.savefig(rd.figure(name), dpi=110)
+    if rd is None:
+        return fig
+    png = rd.figure(name)
+    for path in (png, png.with_suffix(".pdf")):
+        fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return f"figures/{name}.png"
 
@@ -112,7 +126,7 @@ def structure(cfg: RunConfig, points: list[dict], rows: dict[str, list], rd) -> 
                     ax.plot(x, m, style, color=f"C{ell}", label=metric.replace("dist_sigma_", "Dist(Σ½AΣ½,I) ").replace(
                         "dist_I_", "Dist(·,I) "))
         ax.set(xlabel="step", ylabel="distance", ylim=(0, 1.05), title=p["point"] or p["parameterization"])
-        ax.legend(fontsize=7)
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # same lines in every panel
     fig.suptitle(f"{cfg.experiment}: scale-invariant distances\n{_subtitle(cfg)}", fontsize=9)
     names.append(_save(fig, rd, "distances"))
 
@@ -123,7 +137,7 @@ def structure(cfg: RunConfig, points: list[dict], rows: dict[str, list], rd) -> 
             ax.plot(x, m, color=f"C{ell}", label=f"‖A{ell}‖_F")
             ax.fill_between(x, lo, hi, color=f"C{ell}", alpha=0.2)
         ax.set(xlabel="step", ylabel="Frobenius norm", title=p["point"] or p["parameterization"])
-        ax.legend(fontsize=8)
+    axes[0][-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.suptitle(f"{cfg.experiment}: per-layer step sizes ‖A_ℓ‖ (Thm 4 figure: ‖A₀‖ ≤ ‖A₁‖ ≤ ‖A₂‖)\n"
                  f"{_subtitle(cfg)}", fontsize=9)
     names.append(_save(fig, rd, "norms"))
@@ -138,11 +152,13 @@ def structure(cfg: RunConfig, points: list[dict], rows: dict[str, list], rd) -> 
         fig, axes = plt.subplots(1, len(mats), figsize=(2.6 * len(mats), 2.8), squeeze=False)
         for ax, (title, M) in zip(axes[0], mats):
             v = np.abs(M).max() or 1.0
-            ax.imshow(M, cmap="RdBu_r", vmin=-v, vmax=v)
+            im = ax.imshow(M, cmap="RdBu_r", vmin=-v, vmax=v)
+            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=7)
             ax.set_title(title, fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
-        fig.suptitle(f"final weights, seed {seed['seed']}, {p['point'] or p['parameterization']}", fontsize=9)
+        fig.suptitle(f"{cfg.experiment}: final weights, seed {seed['seed']}, {p['point'] or p['parameterization']} "
+                     "(Thms 3-4, w ~ N(0, Σ⁻¹): scaled identities at the critical point)", fontsize=9)
         tag = (p["point"] or p["parameterization"]).replace("model.parameterization=", "").replace("=", "")
         names.append(_save(fig, rd, f"heatmaps_{tag}"))
     return names
@@ -178,7 +194,7 @@ def goel_figures(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], 
     axes[0].axhline(result.get("target", 1e-8), color="k", lw=0.6, ls="--")
     axes[0].set(yscale="log", xlabel="iteration", ylabel="L(θ) − L* (exact)", title="excess population loss")
     axes[1].set(yscale="log", xlabel="iteration", ylabel="‖θ − Π_S(θ)‖_P", title="P-distance to the manifold S")
-    axes[0].legend(fontsize=7)
+    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # outside: the curves stay visible
     fig.suptitle(f"{cfg.experiment} (solid: exact population gradient; dotted: sampled prompts, n={cfg.data.n})\n"
                  f"{sub}", fontsize=9)
     names.append(_save(fig, rd, "convergence"))
@@ -230,17 +246,23 @@ def huang_figures(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list],
     if cfg.experiment != "huang-phase-scaling":
         for tag, pts in by_grid.items():
             fig, axes = plt.subplots(1, 4, figsize=(17, 3.9))
-            feats = list(pts[0]["seeds"][0]["features"])
+            info = pts[0]["seeds"][0]["features"]
+            feats = list(info)
+            balanced = all(f["role"] == "balanced" for f in info.values())
+            mc = any(p["oracle"] != "population" for p in pts)
             for p in pts:
                 style = "-" if p["oracle"] == "population" else "--"
                 for j, k in enumerate(feats):
-                    color = f"C{j % 10}"
+                    color = ("C0" if style == "-" else "C3") if balanced else f"C{j % 10}"
+                    # the paper counts features from 1 (k = 1 dominant); balanced curves coincide by symmetry
+                    label = (f"every k (equal by symmetry, {len(feats)} curves)" if balanced else
+                             f"k={int(k) + 1} ({info[k]['role']})") + ("" if style == "-" else ", Monte-Carlo GD")
                     for ax, metric in zip(axes, (f"A{k}", None, f"attn{k}", f"L{k}")):
                         if metric is None:
                             continue
                         x, m, _, _ = series(rows, p["point"], metric)
                         ax.plot(x, m, style, color=color, lw=1.2,
-                                label=f"k={k}" + ("" if style == "-" else " (MC)") if ax is axes[0] else None)
+                                label=label if ax is axes[0] and (j == 0 or not balanced) else None)
                     for b in [m for m in metric_names if m.startswith(f"B{k}_")][:3]:
                         x, m, _, _ = series(rows, p["point"], b)
                         axes[1].plot(x, m, style, color=color, lw=0.9, alpha=0.8)
@@ -254,17 +276,20 @@ def huang_figures(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list],
                             ax.axvspan(max(bounds[i], 1), bounds[i + 1], color=f"C{i}", alpha=0.12, lw=0)
                             if ax is axes[2]:
                                 ax.text(np.sqrt(max(bounds[i], 1) * bounds[i + 1]), 0.5, name, ha="center", fontsize=8)
-                axes[2].text(0.02, 0.02, f"phases of k={under[0][0]} shaded", transform=axes[2].transAxes, fontsize=7)
+                axes[2].text(0.02, 0.02, f"phases of k={int(under[0][0]) + 1} shaded", transform=axes[2].transAxes,
+                             fontsize=7)
             for ax, title in zip(axes, ("A_k = v_kᵀQv_k", "B_{k,n} = v_nᵀQv_k", "E[Attn_k]", "L_k")):
                 ax.set(xlabel="t (log scale past 10)", title=title)
                 ax.set_xscale("symlog", linthresh=10)
             axes[3].set_yscale("log")
             if len(feats) > 8:
                 axes[0].set_title("A_k (tracked k)")
-            axes[0].legend(fontsize=7, ncol=2)
+            axes[3].legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="center left",
+                           bbox_to_anchor=(1.02, 0.5))
             p0 = pts[0]
+            drawn = "solid: exact population engine" + (", dashed: Monte-Carlo GD over sampled prompts" if mc else "")
             fig.suptitle(f"{cfg.experiment} {tag}: K={p0['K']}, N={p0['N']}, p={np.round(p0['p'][:3], 3).tolist()}…, "
-                         f"η={cfg.train.lr:g}, GD from Q=0 (solid: exact engine, dashed: Monte-Carlo GD)", fontsize=9)
+                         f"η={cfg.train.lr:g}, GD from Q=0 ({drawn})", fontsize=9)
             names.append(_save(fig, rd, "curves" + (f"_{tag}".replace("=", "").replace(".", "_") if tag else "")))
     if "t_half" in result:
         ks = np.array([k for k, t in result["t_half"].items() if t is not None], float)

@@ -10,6 +10,7 @@ grid point, e.g. ``model.layers=3``; empty for a run without a grid).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -85,16 +86,33 @@ class RunDir:
     def __init__(self, path: Path):
         self.path = path
         self.run_id = path.name
+        self._lock = _lock(path)  # held until this process exits (or release()); a second writer is refused
         for sub in ("figures", "metrics.parts", "checkpoint"):
             (path / sub).mkdir(exist_ok=True)
+        (path / CRASH).unlink(missing_ok=True)
+
+    def release(self) -> None:
+        """Give up the directory's lock (the OS releases it on any exit too)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def mark_crashed(self, err: BaseException) -> None:
+        """Record why the run stopped (``icldyn runs`` then says crashed, not interrupted)."""
+        write_json(self.path / CRASH, {"error": f"{type(err).__name__}: {err}"[:500], "time": time.time()})
 
     @classmethod
     def create(cls, store: str | Path, name: str) -> RunDir:
         """A fresh, uniquely named directory ``<store>/<time>-<name>-<random>`` (never reused)."""
         root = Path(store)
-        root.mkdir(parents=True, exist_ok=True)
+        if root.exists() and not root.is_dir():
+            raise StoreError(f"store {str(root)!r} is a file, not a directory; give a directory with --out")
         if root.is_symlink():
             raise StoreError(f"store {str(root)!r} is a symlink; give a real directory with --out")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreError(f"store {str(root)!r} cannot be created: {err.strerror}") from None
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{secrets.token_hex(3)}"
         path = root / run_id
         path.mkdir()  # exclusive: fails rather than reuse
@@ -157,13 +175,64 @@ class RunDir:
         return self.path / "figures" / f"{name}.png"
 
 
+LOCK, CRASH = ".lock", "crash.json"
+
+
+def _lock(path: Path):
+    """An exclusive OS lock on ``path/.lock`` (``flock``: released when the process exits, however it exits),
+    holding this process's pid; a run directory locked by another process raises StoreError naming it."""
+    f = open(path / LOCK, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise StoreError(f"run {path.name} is being written by {holder}; wait for it to finish, or stop it "
+                         "and `icldyn run --resume` it") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"process {os.getpid()} (since {time.strftime('%Y-%m-%d %H:%M:%S')})")
+    f.flush()
+    return f
+
+
+def _locked(path: Path) -> bool:
+    """Whether another process holds the run directory's lock (it is running)."""
+    if not (path / LOCK).is_file():
+        return False
+    with open(path / LOCK) as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+    return False
+
+
+def last_step(path: Path) -> int | None:
+    """The last step an unfinished run logged (its chunk files are named by step)."""
+    steps = [int(p.stem.rsplit("-", 1)[-1]) for p in (path / "metrics.parts").glob("*.parquet")]
+    return max(steps) if steps else None
+
+
+def run_status(path: Path) -> str:
+    """finished / diverged (summary.json), else running (locked by a live process), crashed (crash.json: an
+    error stopped it) or interrupted (Ctrl-C, kill, power loss: ``--resume`` continues it)."""
+    if (path / "summary.json").is_file():
+        return json.loads((path / "summary.json").read_text()).get("status", "?")
+    if _locked(path):
+        return "running"
+    return "crashed" if (path / CRASH).is_file() else "interrupted"
+
+
 def resolve_run(store: str | Path, run: str) -> Path:
     """A run given by directory path, id, or unique id prefix/suffix."""
     path = Path(run)
-    if (path / "summary.json").exists() and not path.is_symlink():
+    if (path / "config.toml").exists() and not path.is_symlink():
         return path
     root = Path(store)
-    matches = [p for p in root.glob("*") if p.is_dir() and run in p.name] if root.is_dir() else []
+    matches = [p for p in root.glob("*") if p.is_dir() and run in p.name and (p / "config.toml").is_file()] \
+        if root.is_dir() else []
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -172,27 +241,45 @@ def resolve_run(store: str | Path, run: str) -> Path:
 
 
 def list_runs(store: str | Path) -> list[dict[str, Any]]:
-    """Every run directory; one without summary.json is ``incomplete`` (running, or interrupted: --resume)."""
+    """Every run directory with its status (:func:`run_status`), its start time and, while unfinished, the last
+    logged step and the command that resumes it."""
+    if Path(store).exists() and not Path(store).is_dir():
+        raise StoreError(f"store {str(store)!r} is a file, not a directory")
     out = []
     for d in sorted(p for p in Path(store).glob("*") if p.is_dir() and (p / "config.toml").is_file()):
+        status = run_status(d)
+        row = {"run_id": d.name, "experiment": d.name.split("-", 2)[-1].rsplit("-", 1)[0], "status": status,
+               "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((d / "config.toml").stat().st_mtime)),
+               "wall_s": None, "last_step": None, "resume": None, "path": str(d)}
         if (d / "summary.json").is_file():
             s = json.loads((d / "summary.json").read_text())
-            out.append({"run_id": d.name, "experiment": s.get("experiment", "?"),
-                        "status": s.get("status", "?"), "wall_s": s.get("wall_s"), "path": str(d)})
+            row.update(experiment=s.get("experiment", row["experiment"]), wall_s=s.get("wall_s"))
         else:
-            out.append({"run_id": d.name, "experiment": d.name.split("-", 2)[-1].rsplit("-", 1)[0],
-                        "status": "incomplete", "wall_s": None, "path": str(d)})
+            row["last_step"] = last_step(d)
+            if status != "running":
+                row["resume"] = f"icldyn run --resume {d}"
+        out.append(row)
     return out
 
 
+QUERY_HELP = "one SELECT (or WITH … SELECT) over the views metrics, finals, runs and sweeps"
+
+
 def query(store: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run SQL over the view ``metrics`` (every run's metrics.parquet, plus the chunks an unfinished run
-    has flushed), ``runs`` (summaries) and ``sweeps`` (sweep_id, run_id, status, key, value per swept
-    key). A run in progress may fold its chunk files away while they are listed; the query is then
-    retried on a fresh listing."""
+    """Run one read-only SQL statement over the store: the views ``metrics`` (every run's metrics.parquet, plus
+    the chunks an unfinished run has flushed), ``finals`` (each run's, point's and seed's last logged value of
+    each metric), ``runs`` (one row a run: status, last step, …) and ``sweeps`` (sweep_id, run_id, status, key,
+    value per swept key). Only a single SELECT runs (the parsed statement's type is checked); DuckDB sees no file
+    outside the store and its configuration is locked, so a query can neither write nor read elsewhere. A run
+    in progress may fold its chunk files away while they are listed; the query is then retried."""
+    root = Path(store)
+    if not sql.strip():
+        raise StoreError(f"empty query: give {QUERY_HELP}")
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"store {str(root)!r} is a file, not a directory")
     for attempt in range(5):
         try:
-            return _query(Path(store), sql)
+            return _query(root, sql)
         except duckdb.IOException:
             if attempt == 4:
                 raise StoreError("query failed: the store kept changing while it was read; try again") from None
@@ -201,16 +288,29 @@ def query(store: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
 
 
 def _query(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
+    con = duckdb.connect(":memory:")
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as err:
+        raise StoreError(f"query failed: {str(err).splitlines()[0]}") from None
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        kinds = ", ".join(str(st.type).rsplit(".", 1)[-1] for st in statements)
+        raise StoreError(f"only {QUERY_HELP} is allowed (the store is read-only); got: {kinds}")
     files = sorted(str(p) for p in root.glob("*/metrics.parquet")) + sorted(
         str(p) for p in root.glob("*/metrics.parts/*.parquet"))
-    con = duckdb.connect()
+    if root.is_dir():
+        con.execute("SET allowed_directories = [?]", [str(root.resolve()) + os.sep])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
     if files:
-        listing = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        listing = ", ".join("'" + str(Path(f).resolve()).replace("'", "''") + "'" for f in files)
         con.execute(f"CREATE VIEW metrics AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
     else:
         con.execute("CREATE VIEW metrics AS SELECT * FROM (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS point, "
                     "NULL::BIGINT AS seed, NULL::BIGINT AS step, NULL::VARCHAR AS metric, NULL::DOUBLE AS value) "
                     "WHERE false")
+    con.execute("CREATE VIEW finals AS SELECT run_id, point, seed, metric, max(step) AS step, "
+                "arg_max(value, step) AS value FROM metrics GROUP BY run_id, point, seed, metric")
     # sweeps: one row per (point, swept key), so that a figure's table is one join away
     con.execute("CREATE TABLE sweeps (sweep_id VARCHAR, run_id VARCHAR, status VARCHAR, key VARCHAR, value VARCHAR)")
     swept = [(s["sweep_id"], p["run_id"], p["status"], k, str(v))
@@ -218,10 +318,12 @@ def _query(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
              for p in s["points"] for k, v in p["overrides"].items()]
     if swept:
         con.executemany("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?)", swept)
-    runs = list_runs(root)
-    con.execute("CREATE TABLE runs (run_id VARCHAR, experiment VARCHAR, status VARCHAR, wall_s DOUBLE, path VARCHAR)")
+    cols = ("run_id", "experiment", "status", "started", "wall_s", "last_step", "path")
+    con.execute("CREATE TABLE runs (run_id VARCHAR, experiment VARCHAR, status VARCHAR, started VARCHAR, "
+                "wall_s DOUBLE, last_step BIGINT, path VARCHAR)")
+    runs = list_runs(root) if root.is_dir() else []
     if runs:
-        con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?)", [tuple(r.values()) for r in runs])
+        con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", [tuple(r[c] for c in cols) for r in runs])
     try:
         cur = con.execute(sql)
     except duckdb.IOException:

@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 from icldyn import plots
 from icldyn.config import ConfigError, RunConfig, _SECTIONS, build, parse_value, set_dotted
 from icldyn.experiments import Reporter, SilentReporter, get
-from icldyn.runs import execute_group, report as report_md, versions
+from icldyn.runner import execute_group, report as report_md, versions
 from icldyn.store import RunDir, StoreError, write_json, write_text
 
 TOP_LEVEL = ("seeds", "seed")
@@ -118,6 +118,39 @@ def load_record(store: str | Path, sweep_id: str) -> dict[str, Any]:
     if not path.is_file():
         raise StoreError(f"no sweep {sweep_id!r} in {str(store)!r} (records are in {str(Path(store) / 'sweeps')})")
     return json.loads(path.read_text())
+
+
+def list_sweeps(store: str | Path) -> list[dict[str, Any]]:
+    """Every sweep record in the store: id, recipe, axes, points, finished points, report."""
+    out = []
+    for f in sorted(Path(store).glob("sweeps/*.json")):
+        r = json.loads(f.read_text())
+        out.append({"sweep_id": r["sweep_id"], "experiment": r["target"].get("experiment", "quickstart"),
+                    "axes": ", ".join(f"{k}={v}" for k, v in r["axes"].items()), "points": len(r["points"]),
+                    "finished": sum(p["status"] == "finished" for p in r["points"]), "report": r.get("report")})
+    return out
+
+
+def final_losses(store: str | Path, record: dict[str, Any]) -> dict[str, str]:
+    """run_id → the final main loss of its seeds (the first of MAIN_METRICS it logs), "mean ± sd" over the
+    seeds' last finite logged values, one entry per in-run grid point."""
+    out = {}
+    for p in record["points"]:
+        path = Path(store) / (p["run_id"] or "") / "metrics.parquet"
+        if not p["run_id"] or not path.is_file():
+            continue
+        t = pq.read_table(path).to_pydict()
+        metric = next((m for m in MAIN_METRICS if m in set(t["metric"])), None)
+        last: dict[tuple, tuple[int, float]] = {}
+        for pt, seed, step, m, v in zip(t["point"], t["seed"], t["step"], t["metric"], t["value"]):
+            if m == metric and np.isfinite(v) and step >= last.get((pt, seed), (-1, 0.0))[0]:
+                last[(pt, seed)] = (step, v)
+        by_point: dict[str, list[float]] = defaultdict(list)
+        for (pt, _), (_, v) in sorted(last.items()):
+            by_point[pt].append(v)
+        out[p["run_id"]] = "; ".join(f"{pt + ': ' if pt else ''}{metric} {np.mean(v):.4g} ± {np.std(v):.2g}"
+                                     for pt, v in by_point.items())
+    return out
 
 
 def run_job_files(cfg_raws: list[dict[str, Any]]) -> list[tuple[str, dict[str, bytes]]]:

@@ -52,7 +52,14 @@ class Experiment:
 
     def config(self, overrides: dict[str, Any] | None = None, *, quick: bool = False) -> RunConfig:
         raw = merge(self.defaults, self.quick) if quick else dict(self.defaults)
-        raw = merge(raw, overrides or {})
+        overrides = overrides or {}
+        for key in (raw.get("grid", {}) if "grid" not in overrides else {}):  # the grid would win: say so
+            section, _, field = key.partition(".")
+            if field in overrides.get(section, {}):
+                values = overrides[section][field]
+                raise ConfigError(f"{key} is an axis of {self.name}'s grid {raw['grid'][key]}, so {key} = {values!r} "
+                                  f"would be ignored; write --set 'grid.{key}=[{values!r}]' (or a list of values)")
+        raw = merge(raw, overrides)
         if raw.get("experiment", self.name) != self.name:
             raise ConfigError(f"experiment = {raw['experiment']!r} does not match the recipe {self.name!r}")
         raw["experiment"] = self.name

@@ -190,7 +190,10 @@ register(Experiment(
               "data": {"d": 5, "n": 20, "covariance": "eigenvalues", "eigenvalues": [2.0, 1.0, 0.5, 0.25, 0.1],
                        "w_prior": "identity", "test_size": 50_000},
               "model": {"parameterization": "full"},
-              "train": {**QUICK_TRAIN, "lr": 0.01, "steps": 2500, "batch": 1000}},
+              # β₂ = 0.99: with Adam's 0.999 the second-moment estimate lags the gradient's growth at L = 3 and
+              # the held-out loss of seed 0 spikes from 3.8 to 13.3 at step 200 (measured); with 0.99 no seed of
+              # 0…11 rises above its step-0 value and the final loss is ≈ 4× lower
+              "train": {**QUICK_TRAIN, "lr": 0.01, "b2": 0.99, "steps": 2500, "batch": 1000}},
 ))
 register(Experiment(
     "ahn-loss-vs-layers", "ahn",

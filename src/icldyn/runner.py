@@ -79,7 +79,17 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
             rd.write_config(cfg)
         rds.append(rd)
     reporter = reporter or SilentReporter()
-    results = exp.group_runner(cfgs, rds, reporter) if len(cfgs) > 1 else [exp.runner(cfgs[0], rds[0], reporter)]
+    try:
+        results = exp.group_runner(cfgs, rds, reporter) if len(cfgs) > 1 else [exp.runner(cfgs[0], rds[0],
+                                                                                           reporter)]
+    except KeyboardInterrupt:
+        _release(rds)
+        raise RunInterrupted(rds) from None
+    except Exception as err:
+        for rd in rds:
+            rd.mark_crashed(err)
+        _release(rds)
+        raise RunCrashed(rds, err) from err
     out = []
     for cfg, rd, result, info, outside in zip(cfgs, rds, results, ran, unmet):
         summary = {"run_id": rd.run_id, "experiment": cfg.experiment, "paper": exp.paper,
@@ -88,8 +98,43 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
         rd.write_report(report(cfg, summary))
         rd.write_summary(summary)  # last: a run directory with summary.json is finished
         rd.finish()
+        rd.release()
         out.append((rd, summary))
     return out
+
+
+def _release(rds: list[RunDir]) -> None:
+    for rd in rds:
+        rd.release()
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C stopped these runs; their directories keep every flushed chunk and checkpoint (``--resume``)."""
+
+    def __init__(self, rds: list[RunDir]):
+        self.rds = rds
+        super().__init__(resume_hint(rds, "interrupted"))
+
+
+class RunCrashed(Exception):
+    """An error stopped these runs (recorded as crash.json in each directory)."""
+
+    def __init__(self, rds: list[RunDir], err: BaseException):
+        self.rds, self.err = rds, err
+        super().__init__(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; "
+                         + resume_hint(rds, "crashed"))
+
+
+def resume_hint(rds: list[RunDir], what: str) -> str:
+    """One line naming the runs, their last logged step and the command that continues each."""
+    from icldyn.store import last_step
+
+    parts = []
+    for rd in rds:
+        step = last_step(rd.path)
+        parts.append(f"run {rd.run_id} {what}" + (f" after step {step}" if step is not None else "")
+                     + f"; continue it with: icldyn run --resume {rd.path}")
+    return " | ".join(parts)
 
 
 def markdown_table(table: dict[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ import numpy as np
 from icldyn.data.gaussian import GaussianTask, sample_prompts
 from icldyn.experiments import Reporter, get
 from icldyn.models.linear_attention import Columns, LinearTransformer, moments
-from icldyn.runs import execute
+from icldyn.runner import execute
 from icldyn.theory import ahn
 
 # SPEC §4.1: d = 5, n = 20, official Σ, w ~ N(0, Σ⁻¹), 800k-prompt Monte Carlo, tuned constant steps.

@@ -1,0 +1,160 @@
+"""icldyn from Python (a notebook, a script): run a recipe, load a run, list runs and recipes, check a paper's
+claims — the CLI's behaviour (validation, one-line :class:`~icldyn.config.ConfigError`, the run-directory
+contract) with pandas DataFrames instead of tables. ``docs/python.md`` walks through it.
+
+>>> import icldyn
+>>> run = icldyn.run("quickstart", overrides={"train.steps": 200}, store="runs")
+>>> run.metrics.query("metric == 'test_loss'").tail()
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run directory, read lazily: ``config`` (the resolved RunConfig), ``summary`` (summary.json; empty while
+    the run is unfinished), ``metrics`` (long-format DataFrame: run_id, point, seed, step, metric, value —
+    metrics.parquet plus the chunks an unfinished run has flushed), ``params`` (name → NumPy array), ``figures``
+    (PNG paths), ``status``."""
+
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def status(self) -> str:
+        from icldyn.store import run_status
+
+        return run_status(self.path)
+
+    @property
+    def config(self):
+        from icldyn.config import build, load_toml
+
+        return build(load_toml(str(self.path / "config.toml")))
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        f = self.path / "summary.json"
+        return json.loads(f.read_text()) if f.is_file() else {}
+
+    @property
+    def metrics(self):
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from icldyn.store import METRICS_SCHEMA
+
+        files = [self.path / "metrics.parquet"] if (self.path / "metrics.parquet").is_file() else []
+        files += sorted((self.path / "metrics.parts").glob("*.parquet")) if (self.path / "metrics.parts").is_dir() \
+            else []
+        tables = [pq.read_table(f) for f in files] or [METRICS_SCHEMA.empty_table()]
+        return pa.concat_tables(tables).to_pandas()
+
+    @property
+    def params(self) -> dict[str, Any]:
+        import numpy as np
+
+        f = self.path / "params.npz"
+        if not f.is_file():
+            return {}
+        with np.load(f, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    @property
+    def figures(self) -> list[Path]:
+        return sorted((self.path / "figures").glob("*.png"))
+
+    def __repr__(self) -> str:
+        return f"Run({self.run_id!r}, status={self.status!r})"
+
+
+class _NotebookReporter:
+    """One rich progress bar per training (rich renders in Jupyter as in a terminal)."""
+
+    def __init__(self, progress):
+        self.progress = progress
+
+    def start(self, description: str, total: int):
+        task = self.progress.add_task(description, total=total)
+        return lambda step, metrics: self.progress.update(task, completed=step)
+
+
+def run(recipe: str, quick: bool = False, overrides: dict[str, Any] | None = None, store: str | Path = "runs",
+        progress: bool = True) -> Run:
+    """Run a recipe (a name from :func:`recipes`, or a TOML file of overrides) into a new run directory of
+    ``store``. ``overrides``: dotted keys, as ``--set`` (``{"train.steps": 500, "grid.model.layers": [2]}``).
+    Bad input raises :class:`icldyn.ConfigError` (one line) before anything is written."""
+    from icldyn import experiments
+    from icldyn.config import load_toml, set_dotted
+    from icldyn.runner import execute
+    from icldyn.runtime import setup_jax
+
+    raw: dict[str, Any] = load_toml(recipe) if str(recipe).endswith(".toml") else {"experiment": recipe}
+    for key, value in (overrides or {}).items():
+        set_dotted(raw, key, value)
+    cfg = experiments.get(raw.get("experiment", "quickstart")).config(raw, quick=quick)
+    setup_jax()
+    if not progress:
+        return Run(execute(cfg, store)[0].path)
+    from rich.progress import Progress
+
+    with Progress() as bars:
+        return Run(execute(cfg, store, _NotebookReporter(bars))[0].path)
+
+
+def load(path_or_run_id: str | Path, store: str | Path = "runs") -> Run:
+    """A run by its directory, its id, or a unique part of its id."""
+    from icldyn.store import resolve_run
+
+    return Run(resolve_run(store, str(path_or_run_id)))
+
+
+def runs(store: str | Path = "runs"):
+    """One row a run: run_id, experiment, status, started, wall_s, last_step, resume, path."""
+    import pandas as pd
+
+    from icldyn.store import list_runs
+
+    return pd.DataFrame(list_runs(store), columns=["run_id", "experiment", "status", "started", "wall_s",
+                                                   "last_step", "resume", "path"])
+
+
+def recipes():
+    """One row a recipe: name, paper, description."""
+    import pandas as pd
+
+    from icldyn.experiments import REGISTRY
+
+    return pd.DataFrame([(e.name, e.paper, e.description) for e in REGISTRY.values()],
+                        columns=["name", "paper", "description"])
+
+
+def verify(paper: str | None = None, quick: bool = False, store: str | Path = "runs", progress: bool = True):
+    """Every computable claim of a paper (all papers when None) as a DataFrame: paper, claim, theory, measured,
+    tolerance, passed. Trains what it needs into ``store``."""
+    import pandas as pd
+
+    from icldyn import claims as v
+    from icldyn.config import ConfigError
+    from icldyn.runtime import setup_jax
+
+    if paper is not None and paper not in v.PAPERS:
+        raise ConfigError(f"paper = {paper!r} is not allowed: must be one of {', '.join(v.PAPERS)}")
+    setup_jax()
+    if progress:
+        from rich.progress import Progress
+
+        with Progress() as bars:
+            claims = v.verify(paper, quick, store, _NotebookReporter(bars))
+    else:
+        claims = v.verify(paper, quick, store)
+    return pd.DataFrame([c._asdict() for c in claims])
