@@ -136,17 +136,17 @@ def run(
 
 
 @contextmanager
-def stopped_runs() -> Iterator[None]:
+def stopped_runs(sweeps: Path | None = None) -> Iterator[None]:
     """Ctrl-C (exit 130) or an error (exit 1) inside a run: one line naming the run, its last step and the
-    command that resumes it."""
+    command that resumes it (for a sweep in the store ``sweeps``, also the command that resumes the sweep)."""
     from icldyn.runner import RunCrashed, RunInterrupted
 
     try:
         yield
-    except RunInterrupted as err:
-        fail(str(err), 130)
-    except RunCrashed as err:
-        fail(str(err), 1)
+    except (RunInterrupted, RunCrashed) as err:
+        records = sorted((sweeps / "sweeps").glob("*.json"), key=lambda f: f.stat().st_mtime) if sweeps else []
+        more = f" | the sweep: icldyn sweep --resume {records[-1].stem} --out {sweeps}" if records else ""
+        fail(f"{err}{more}", 130 if isinstance(err, RunInterrupted) else 1)
 
 
 def _print_divergence(summary: dict, console: Console) -> None:
@@ -204,7 +204,7 @@ def sweep_(
             point_raw, point_axes = (raw, axes) if axes else recipe_axes(raw, quick)
             point_configs(point_raw, quick, point_axes)  # every point validated before anything trains
     _setup()
-    with bad_input(), progress_bars(True) as reporter:
+    with bad_input(), stopped_runs(out), progress_bars(True) as reporter:
         record = sweep(raw, quick, axes, out, reporter, resume=resume, backend=backend, address=address,
                        group=group)
     _print_sweep(out, record)
@@ -329,7 +329,7 @@ def verify(paper: Optional[str] = typer.Option(None, "--paper", help="ahn, goel 
     if paper is not None and paper not in v.PAPERS:
         fail(f"--paper = {paper!r} is not allowed: must be one of {', '.join(v.PAPERS)}")
     _setup()
-    with bad_input(), progress_bars(not as_json) as reporter:
+    with bad_input(), stopped_runs(), progress_bars(not as_json) as reporter:
         claims = v.verify(paper, quick, out, reporter)
     if as_json:
         print(json.dumps([c._asdict() for c in claims], indent=2))
