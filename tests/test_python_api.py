@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import icldyn
+from test_huang import HUANG_CLAIMS, check_verify_runs
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "python.md"
 
@@ -20,6 +21,13 @@ def test_the_documented_example_runs_in_a_fresh_process():
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout
     assert "finished" in out and "data.d = 0 is not allowed" in out and "model.layers=1/seed0/P" in out
+    # the example's `icldyn.verify("huang", quick=True)`: every claim listed passed, and its runs have the SPEC's
+    # numbers (test_huang.check_verify_runs; this is the suite's one huang verify run)
+    passed = [line for line in out.splitlines() if line.startswith("pass | ")]
+    assert not [line for line in out.splitlines() if line.startswith("FAIL | ")]
+    assert all(any(needle in line for line in passed) for needle in HUANG_CLAIMS), passed
+    store = next(line.split("runs are in ", 1)[1] for line in out.splitlines() if line.startswith("runs are in "))
+    check_verify_runs(Path(store))
 
 
 def test_run_object_and_errors(tmp_path):
