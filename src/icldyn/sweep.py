@@ -131,6 +131,20 @@ def list_sweeps(store: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+def final_values(rows: dict[str, list], metric: str, point: str = "point") -> dict[tuple[str, str], list[float]]:
+    """(run_id, in-run point) → each seed's last finite logged value of ``metric`` (a diverged seed's from before it
+    diverged), from long-format metric rows; ``point`` names the rows' point column."""
+    last: dict[tuple, tuple[int, float]] = {}
+    for run, pt, seed, step, m, v in zip(rows["run_id"], rows[point], rows["seed"], rows["step"], rows["metric"],
+                                         rows["value"]):
+        if m == metric and np.isfinite(v) and step >= last.get((run, pt, seed), (-1, 0.0))[0]:
+            last[(run, pt, seed)] = (step, v)
+    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for (run, pt, _), (_, v) in last.items():
+        out[(run, pt)].append(v)
+    return out
+
+
 def final_losses(store: str | Path, record: dict[str, Any]) -> dict[str, str]:
     """run_id → the final main loss of its seeds (the first of MAIN_METRICS it logs), "mean ± sd" over the
     seeds' last finite logged values, one entry per in-run grid point."""
@@ -141,15 +155,9 @@ def final_losses(store: str | Path, record: dict[str, Any]) -> dict[str, str]:
             continue
         t = pq.read_table(path).to_pydict()
         metric = next((m for m in MAIN_METRICS if m in set(t["metric"])), None)
-        last: dict[tuple, tuple[int, float]] = {}
-        for pt, seed, step, m, v in zip(t["point"], t["seed"], t["step"], t["metric"], t["value"]):
-            if m == metric and np.isfinite(v) and step >= last.get((pt, seed), (-1, 0.0))[0]:
-                last[(pt, seed)] = (step, v)
-        by_point: dict[str, list[float]] = defaultdict(list)
-        for (pt, _), (_, v) in sorted(last.items()):
-            by_point[pt].append(v)
+        finals = sorted(final_values(t, metric).items())
         out[p["run_id"]] = "; ".join(f"{pt + ': ' if pt else ''}{metric} {np.mean(v):.4g} ± {np.std(v):.2g}"
-                                     for pt, v in by_point.items())
+                                     for (_, pt), v in finals)
     return out
 
 
@@ -343,14 +351,7 @@ def axes_summary(record: dict[str, Any], points: list[dict], rows: dict[str, lis
     metric = next((m for m in MAIN_METRICS if m in set(rows["metric"])), None)
     if metric is None:
         return {"figures": []}
-    last: dict[tuple, tuple[int, float]] = {}  # (run, in-run point, seed) -> (step, value): its last finite row
-    for run, pt, seed, step, m, v in zip(rows["run_id"], rows["run_point"], rows["seed"], rows["step"],
-                                         rows["metric"], rows["value"]):
-        if m == metric and np.isfinite(v) and step >= last.get((run, pt, seed), (-1, 0.0))[0]:
-            last[(run, pt, seed)] = (step, v)
-    finals = defaultdict(list)
-    for (run, pt, _), (_, v) in last.items():
-        finals[(run, pt)].append(v)
+    finals = final_values(rows, metric, point="run_point")
     by_run = {p["run_id"]: p["overrides"] for p in record["points"]}
     entries = [(by_run[run], pt, np.asarray(v)) for (run, pt), v in finals.items()]
     axes = list(record["axes"])
