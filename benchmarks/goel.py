@@ -30,8 +30,8 @@ def main() -> None:
     import tempfile
 
     from icldyn.config import with_overrides
-    from icldyn.experiments import get
-    from icldyn.experiments.goel import build
+    from icldyn.plugins import get
+    from icldyn.papers.goel.recipes import build
     from icldyn.runner import execute
     from icldyn.train.loop import init_states, make_chunk
 
@@ -44,7 +44,7 @@ def main() -> None:
     gd = next(p for p in shown.values() if p["method"] == "GD")
 
     def overrides(p):
-        from icldyn.experiments.goel import CONVERGENCE_METHODS
+        from icldyn.papers.goel.recipes import CONVERGENCE_METHODS
         m = next(m for m in CONVERGENCE_METHODS if m.name == p["method"])
         return {**m.overrides, "train.lr": p["lr"]}
 

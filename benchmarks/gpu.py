@@ -14,8 +14,8 @@ from pathlib import Path
 import jax
 
 from icldyn.config import build
-from icldyn.experiments import ahn_setup
-from icldyn.experiments.ahn import OFFICIAL_TRAIN
+from icldyn.papers.ahn import setup as ahn_setup
+from icldyn.papers.ahn.recipes import OFFICIAL_TRAIN
 from icldyn.runtime import setup_jax
 from icldyn.train.loop import init_states, make_chunk
 from icldyn.train.optimizers import build_optimizer

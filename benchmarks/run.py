@@ -71,11 +71,11 @@ def worker(threads: int, quick: bool) -> dict:
     torch.set_num_threads(threads)
     from benchmarks import reference_torch as ref
     from icldyn.config import build
-    from icldyn.experiments import ahn_setup
-    from icldyn.experiments.ahn import OFFICIAL_TRAIN
-    from icldyn.models import kernel
-    from icldyn.models.linear_attention import moments
-    from icldyn.data.gaussian import Prompts
+    from icldyn.papers.ahn import setup as ahn_setup
+    from icldyn.papers.ahn.recipes import OFFICIAL_TRAIN
+    from icldyn.papers.ahn import kernel
+    from icldyn.papers.ahn.model import moments
+    from icldyn.papers.ahn.data import Prompts
     from icldyn.train.loop import init_states, make_chunk
     from icldyn.train.optimizers import build_optimizer
 

@@ -8,16 +8,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn.config import DataConfig
-from icldyn.data.gaussian import make_task, sample_prompts, sample_prompts_philox
-from icldyn.models import kernel
-from icldyn.models.linear_attention import moments
+from icldyn.papers.ahn.config import PromptsData
+from icldyn.papers.ahn.data import make_task, sample_prompts, sample_prompts_philox
+from icldyn.papers.ahn import kernel
+from icldyn.papers.ahn.model import moments
 from icldyn.runtime import setup_jax
 
 
 def main(batch: int = 20_000, n: int = 20, repeats: int = 15) -> None:
     setup_jax()
-    t = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), make_task(DataConfig(covariance="official"), 0))
+    t = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), make_task(PromptsData(covariance="official"), 0))
     fns = {"JAX threefry": jax.jit(lambda k: moments(sample_prompts(t, key=k, batch=batch, n=n))),
            "JAX Philox twin": jax.jit(lambda k: moments(sample_prompts_philox(t, key=k, batch=batch, n=n)))}
     if kernel.available(t.sigma.shape[0] + 1):

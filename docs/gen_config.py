@@ -1,6 +1,7 @@
 """Regenerate docs/config.md from the pydantic models: python docs/gen_config.py"""
 
-from icldyn.config import DATA_FIELDS, MODEL_FIELDS, TRAIN_FIELDS, RunConfig, _SECTIONS, _describe
+from icldyn.config import DataSection, ModelSection, RunConfig, TrainConfig, _describe, kinds, section_class, train_owners
+from icldyn.plugins import papers
 
 
 def cell(x) -> str:
@@ -15,26 +16,34 @@ lines = ["# Configuration reference", "",
  "The resolved config, every default filled in, is written to each run's `config.toml`.", "",
  "Example `my.toml`:", "", "```toml", 'experiment = "ahn-loss-vs-layers"', "seeds = 2", "", "[grid]",
  '"model.layers" = [1, 2]', "", "[train]", "steps = 3000", "```", ""]
-for name, section in {"": RunConfig, **_SECTIONS}.items():
-    lines += [f"## {'top level' if not name else '[' + name + ']'}", "",
-              "| key | allowed | default | meaning |", "|---|---|---|---|"]
-    for field, info in section.model_fields.items():
-        if field in _SECTIONS:
-            continue
+def table(title: str, section: str, cls, fields, intro: str = "") -> None:
+    global lines
+    lines += [title, ""] + ([intro, ""] if intro else []) + ["| key | allowed | default | meaning |", "|---|---|---|---|"]
+    for field in fields:
+        info = cls.model_fields[field]
         default = info.default if info.default_factory is None else info.default_factory()
-        key = f"{name + '.' if name else ''}{field}"
-        lines.append(f"| `{key}` | {cell(_describe(section, field))} | `{cell(repr(default))}` | "
-                     f"{cell(info.description)} |")
+        key = f"{section + '.' if section else ''}{field}"
+        lines.append(f"| `{key}` | {cell(_describe(cls, field))} | `{cell(repr(default))}` | {cell(info.description)} |")
     lines.append("")
-lines += ["## Fields of one kind", "",
-          "A field that belongs to another model or data kind would be ignored, so it is refused (one line, exit 2) "
-          "unless it keeps its default. Fields not listed are shared by every kind.", "",
-          "| section | kind | its own fields |", "|---|---|---|"]
-for section, key, table in (("data", "data.kind", DATA_FIELDS), ("model", "model.kind", MODEL_FIELDS),
-                            ("train", "model.kind", TRAIN_FIELDS)):
-    for kind, fields in table.items():
-        lines.append(f"| `[{section}]` | {key} = `{kind}` | " + ", ".join(f"`{f}`" for f in sorted(fields)) + " |")
-lines += ["", "Other combinations refused before any work: `model.kind` and `data.kind` that do not pair; "
+
+
+owner = {kind: name for name, p in papers().items() for cls in (*p.data, *p.models) for kind in [cls.model_fields["kind"].default]}
+table("## top level", "", RunConfig, [f for f in RunConfig.model_fields if f not in ("data", "model", "train")])
+for section, base in (("data", DataSection), ("model", ModelSection)):
+    table(f"## [{section}]", section, base, [f for f in base.model_fields if f != "kind"],
+          f"`{section}.kind` selects one of the kinds below (installed plug-ins: "
+          + ", ".join(f"`{k}` ({owner[k]})" for k in kinds(section)) + "); the fields here are shared by every kind. "
+          "A field of another kind is refused in one line (exit 2).")
+    for kind, cls in kinds(section).items():
+        own = [f for f in cls.model_fields if f not in base.model_fields]
+        extra = f" Reads data.kind = {', '.join(repr(k) for k in cls.data_kinds)}." if section == "model" else ""
+        table(f"### {section}.kind = `{kind}` ({owner[kind]})", section, cls, own, (cls.__doc__ or "").strip() + extra)
+train = section_class("train")
+table("## [train]", "train", train, list(TrainConfig.model_fields), "Shared by every model.")
+table("### train fields a model kind adds", "train", train, list(train_owners()),
+      "Refused (one line, exit 2) under any other model kind unless it keeps its default: "
+      + "; ".join(f"`train.{f}`: {' or '.join(k)}" for f, k in train_owners().items()) + ".")
+lines += ["Other combinations refused before any work: `model.kind` and `data.kind` that do not pair; "
           "`data.p < data.d` (regression); `data.features > data.d`; `data.eigenvalues` whose length is not `data.d`; "
           "`data.feature_probs` not summing to 1 or not of length `data.features`; `data.m_singular_values` not of "
           "length min(p, d); `data.eigenvalues` without `covariance = 'eigenvalues'`, `data.condition_number` without "

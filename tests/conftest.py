@@ -45,7 +45,7 @@ TINY_SETS = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", 
 
 @pytest.fixture(scope="session")
 def tiny_store(tmp_path_factory):
-    from icldyn.experiments import get
+    from icldyn.plugins import get
     from icldyn.runner import execute
 
     root = tmp_path_factory.mktemp("tiny")
@@ -66,6 +66,7 @@ EXPECTED_S = {
     "test_sample_size_floor_falls_with_n": 28,
     "test_no_compiler_runs_pure_jax_says_so_once_and_gives_the_kernels_numbers": 21,
     "test_sweep_runs_grid_records_and_resumes": 20,
+    "test_a_toy_plugin_installed_outside_src_runs_through_list_run_verify_and_sweep": 20,
 }
 
 

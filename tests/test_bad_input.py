@@ -7,10 +7,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from icldyn.cli import app
-from icldyn.config import RunConfig, _SECTIONS
+from icldyn.config import RunConfig, kinds, section_class
 
-FIELDS = [(f"{name}.{field}", info)
-          for name, section in _SECTIONS.items() for field, info in section.model_fields.items()]
+SECTIONS = [("train", section_class("train"))] + [(s, cls) for s in ("data", "model") for cls in kinds(s).values()]
+FIELDS = list({f"{name}.{field}": info for name, section in SECTIONS for field, info in section.model_fields.items()
+               if field != "kind"}.items())
 FIELDS += [(field, RunConfig.model_fields[field]) for field in ("seeds", "seed")]
 
 

@@ -46,11 +46,13 @@ def test_run_writes_contract_and_store_commands_read_it(tmp_path):
 
 def test_list_names_every_recipe():
     out = CliRunner().invoke(app, ["list"]).stdout
-    from icldyn.experiments import REGISTRY
+    from icldyn.plugins import papers, recipes
 
-    assert len(REGISTRY) >= 12
-    for exp in REGISTRY.values():
+    assert len(recipes()) >= 12 and {"ahn", "goel", "huang"} <= set(papers())
+    for exp in recipes().values():
         assert exp.name in out and f"[{exp.paper}]" in out
+    for paper in papers().values():
+        assert paper.title.split(":")[0] in out
 
 
 def test_diverging_run_is_stopped_marked_and_keeps_its_rows(tmp_path):
@@ -72,5 +74,7 @@ def test_doctor_names_backend_and_kernel_status():
     assert res.exit_code == 0, res.output
     info = json.loads(res.stdout)
     assert info["jax"]["backend"] == "cpu" and info["jax"]["devices"]
-    assert info["kernel"]["status (D = 6)"] in ("available", "unavailable") and info["kernel"]["reason"]
+    kernel = info["ahn: kernel"]  # the linear-attention plug-in's report (Paper.doctor)
+    assert kernel["status (D = 6)"] in ("available", "unavailable") and kernel["reason"]
+    assert set(info["plug-ins"]) >= {"ahn", "goel", "huang"}
     assert info["packages"]["jax"] and info["threads"]["cpu_count"] >= 1

@@ -2,8 +2,10 @@ import pytest
 from typer.testing import CliRunner
 
 from icldyn.cli import app
-from icldyn.config import ConfigError, RunConfig, _SECTIONS, apply_sets, build
-from icldyn.experiments import REGISTRY, get
+from icldyn.config import ConfigError, RunConfig, apply_sets, build, kinds, merge, section_class
+from icldyn.plugins import get, recipes
+
+BASE = {"data": {"kind": "prompts"}, "model": {"kind": "linear_attention"}}
 
 
 @pytest.mark.parametrize("raw, needle", [
@@ -19,19 +21,24 @@ from icldyn.experiments import REGISTRY, get
     ({"train": {"precondition": True}}, "train.precondition"),
     ({"data": {"kind": "regression", "d": 3, "p": 3, "m_singular_values": [0.1, 0.2]}, "model": {"kind": "softmax_regressor"}},
      "min(data.p, data.d) = 3"),
+    ({"data": {"p": 3}}, "data.p applies to data.kind = 'regression' only, not 'prompts'"),  # the discriminated union
+    ({"data": {"kind": "nope"}}, "data.kind = 'nope' is not allowed: must be one of 'prompts', 'regression'"),
+    ({"model": {"kind": "softmax_icl", "layers": 2}}, "model.layers applies to model.kind = 'linear_attention'"),
 ])
 def test_bad_config_is_one_line_naming_the_field(raw, needle):
     with pytest.raises(ConfigError) as err:
-        build(raw)
+        build(merge(BASE, raw))
     msg = str(err.value)
     assert needle in msg and "\n" not in msg
 
 
 def test_every_field_is_documented_and_in_docs():
     docs = open("docs/config.md").read()
-    for name, section in {"": RunConfig, **_SECTIONS}.items():
+    sections = [("", RunConfig), ("train", section_class("train"))] + [
+        (s, cls) for s in ("data", "model") for cls in kinds(s).values()]
+    for name, section in sections:
         for field, info in section.model_fields.items():
-            if field in _SECTIONS:
+            if field in ("data", "model", "train"):
                 continue
             assert info.description, f"{name}.{field} has no description"
             assert f"`{name + '.' if name else ''}{field}`" in docs, f"{name}.{field} missing from docs/config.md"
@@ -45,7 +52,7 @@ def test_set_overrides_parse_toml_values():
 
 
 def test_recipes_validate_at_both_sizes():
-    for name in REGISTRY:
+    for name in recipes():
         assert get(name).config().experiment == name
         assert get(name).config(quick=True).experiment == name
     with pytest.raises(ConfigError, match="unknown experiment"):

@@ -1,6 +1,6 @@
 """The papers as plug-ins: Huang's softmax model trained on Ahn's Gaussian prompts."""
 
-from icldyn.experiments import get
+from icldyn.plugins import get
 from icldyn.runner import execute
 
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import assert_claims
-from icldyn import claims as verify
-from icldyn.experiments import get
-from icldyn.theory import goel
+from icldyn.papers.goel import claims as goel_claims
+from icldyn.plugins import get
+from icldyn.papers.goel import theory as goel
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_verify_goel_passes_and_its_convergence_run_has_the_documented_numbers(c
 
 
 def test_spectral_init_and_assumptions():
-    task = verify._goel_law()
+    task = goel_claims._goel_law()
     X = jax.random.normal(jax.random.PRNGKey(0), (300, 3), jnp.float64) @ task.sigma_sqrt
     Y = X @ task.M.T + 0.1 * jax.random.normal(jax.random.PRNGKey(1), (300, 4), jnp.float64)
     sigma_hat, M_hat = goel.sample_moments(X, Y)
@@ -63,7 +63,7 @@ def test_spectral_init_and_assumptions():
     assert ok["warnings"] == [] and ok["norm_M_sigma_half"] == pytest.approx(0.05)
     bad = goel.assumptions(np.ones((2, 3)), np.eye(3))
     assert any("p = 2 < d = 3" in w for w in bad["warnings"]) and any("1/16" in w for w in bad["warnings"])
-    from icldyn.experiments.goel import assumptions_not_met
+    from icldyn.papers.goel.recipes import assumptions_not_met
 
     assert assumptions_not_met(get("goel-convergence").config(quick=True)) == []
     loud = assumptions_not_met(get("goel-convergence").config({"data": {"m_norm": 0.1}}, quick=True))

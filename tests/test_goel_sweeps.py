@@ -3,7 +3,7 @@ recipe run beside the same points swept), in a file of their own so that a secon
 
 import numpy as np
 
-from icldyn.experiments import get
+from icldyn.plugins import get
 from icldyn.runner import execute
 
 

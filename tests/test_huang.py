@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from icldyn.experiments import get
+from icldyn.plugins import get
 from icldyn.runner import execute
-from icldyn.theory import huang
+from icldyn.papers.huang import theory as huang
 
 
 def _summary(store, name):
@@ -86,7 +86,7 @@ def test_phase_detection_on_synthetic_curves():
 
 
 def test_assumption_report_inside_and_outside():
-    from icldyn.experiments.huang import assumptions_not_met
+    from icldyn.papers.huang.recipes import assumptions_not_met
 
     inside = get("huang-balanced").config({"data": {"features": 4, "d": 4, "n": 640}}, quick=True)
     assert assumptions_not_met(inside) == []

@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from icldyn.data.gaussian import GaussianTask, sample_prompts
-from icldyn.models import kernel
-from icldyn.models.linear_attention import LinearTransformer, moments
+from icldyn.papers.ahn.data import GaussianTask, sample_prompts
+from icldyn.papers.ahn import kernel
+from icldyn.papers.ahn.model import LinearTransformer, moments
 
 D_, N_ = 4, 7
 
@@ -64,10 +64,10 @@ def test_effective_preconditioner_of_each_parameterisation():
 
 @pytest.mark.skipif(not kernel.available(4), reason="no C compiler: the kernel path is not built here")
 def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
-    from icldyn.config import DataConfig
-    from icldyn.data.gaussian import make_task
+    from icldyn.papers.ahn.config import PromptsData
+    from icldyn.papers.ahn.data import make_task
 
-    task = jax.tree.map(jnp.asarray, make_task(DataConfig(covariance="official", noise_std=0.5), 3))
+    task = jax.tree.map(jnp.asarray, make_task(PromptsData(covariance="official", noise_std=0.5), 3))
     b, n = 40_000, 9  # neither a multiple of the kernel's block
     fast = kernel.sample_moments(task, jax.random.PRNGKey(0), b, n)
     ref = moments(sample_prompts(task, key=jax.random.PRNGKey(1), batch=b, n=n))
@@ -110,10 +110,10 @@ def test_kernel_copies_of_a_seed_share_its_batch():
 def test_pure_jax_sampler_draws_the_kernels_prompts():
     """The same key gives the same prompts on every path: the jax.numpy Philox4x32-10 + Box–Muller twin against
     the C sampler, to float64 rounding, and a law check (each normal standard, ≈ 0 correlation)."""
-    from icldyn.config import DataConfig
-    from icldyn.data.gaussian import make_task, philox_normals, sample_prompts_philox
+    from icldyn.papers.ahn.config import PromptsData
+    from icldyn.papers.ahn.data import make_task, philox_normals, sample_prompts_philox
 
-    task = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), make_task(DataConfig(covariance="official",
+    task = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), make_task(PromptsData(covariance="official",
                                                                                      noise_std=0.3), 1))
     key = jax.random.PRNGKey(11)
     twin = moments(sample_prompts_philox(task, key=key, batch=200, n=20))

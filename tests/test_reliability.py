@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from conftest import TINY_SETS
 from icldyn.cli import app
-from icldyn.experiments import get
+from icldyn.plugins import get
 from icldyn.store import RunDir, list_runs, query
 
 SMALL = ["--set", "train.steps=500", "--set", "train.log_every=50", "--set", "train.batch=256",
@@ -115,7 +115,7 @@ def test_concurrent_runs_never_collide(tmp_path):
 
 
 def test_one_seed_diverges_the_others_finish():
-    from icldyn.experiments.goel import build
+    from icldyn.papers.goel.recipes import build
     from icldyn.train.loop import train
 
     cfg = get("goel-convergence").config({"seeds": 1, "train": {"steps": 100, "log_every": 10}}, quick=True)
@@ -131,8 +131,8 @@ def test_learning_rate_job_resumes_from_its_checkpoint(tmp_path):
     """A job of several learning rates interrupted mid-training continues from the checkpoint of the whole
     program (kept with its first target) to the numbers of an uninterrupted job; a checkpoint of other rates
     is not taken for it."""
-    from icldyn.experiments import train_point
-    from icldyn.experiments.goel import build
+    from icldyn.recipe import train_point
+    from icldyn.papers.goel.recipes import build
 
     cfg = get("goel-convergence").config({"seeds": 1, "train": {"steps": 60, "log_every": 10,
                                                                 "checkpoint_every": 0}}, quick=True)

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from conftest import TINY
 from icldyn import runner
 from icldyn.cli import app
-from icldyn.experiments import get
+from icldyn.plugins import get
 from icldyn.store import RunDir, list_runs, query
 
 @pytest.fixture

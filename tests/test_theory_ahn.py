@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from icldyn.config import DataConfig
-from icldyn.data.gaussian import make_covariance
-from icldyn.theory import ahn
+from icldyn.papers.ahn.config import PromptsData
+from icldyn.papers.ahn.data import make_covariance
+from icldyn.papers.ahn import theory as ahn
 
 
 def test_isotropic_optimum_closed_form():
@@ -16,7 +16,7 @@ def test_isotropic_optimum_closed_form():
 
 def test_gamma_star_is_the_minimiser_of_the_one_layer_loss():
     rng = np.random.default_rng(0)
-    sigma = make_covariance(DataConfig(covariance="condition", condition_number=10.0), seed=3)
+    sigma = make_covariance(PromptsData(covariance="condition", condition_number=10.0), seed=3)
     G = ahn.optimal_preconditioner(sigma, 20)
     f0 = ahn.one_layer_loss(G, sigma, 20)
     for _ in range(20):
@@ -24,7 +24,7 @@ def test_gamma_star_is_the_minimiser_of_the_one_layer_loss():
 
 
 def test_inverse_covariance_prior_gives_scaled_sigma_inverse():
-    sigma = make_covariance(DataConfig(covariance="official"), seed=0)
+    sigma = make_covariance(PromptsData(covariance="official"), seed=0)
     d, n = 5, 20
     G = ahn.optimal_preconditioner(sigma, n, np.linalg.inv(sigma))
     assert np.allclose(G, n / (n + d + 1) * np.linalg.inv(sigma))
@@ -51,6 +51,6 @@ def test_baselines_use_all_n_context_examples():
 
 def test_dist_to_identity_is_scale_invariant_and_matches_spec():
     assert ahn.dist_to_identity(3.0 * np.eye(4)) == pytest.approx(0.0)
-    sigma = make_covariance(DataConfig(covariance="official"), seed=0)
+    sigma = make_covariance(PromptsData(covariance="official"), seed=0)
     assert ahn.dist_to_identity(np.linalg.inv(sigma)) == pytest.approx(ahn.dist_to_identity(7 * np.linalg.inv(sigma)))
     assert ahn.dist_to_identity(np.linalg.inv(sigma)) == pytest.approx(0.78, abs=0.01)  # issue #2: ≈ 0.78

@@ -1,11 +1,12 @@
 """icldyn: training dynamics of attention for in-context regression, held against closed-form theory.
 
 From Python (``docs/python.md``): :func:`run`, :func:`load`, :func:`runs`, :func:`recipes`, :func:`verify`, the
-:class:`Run` they return, and :class:`ConfigError`. Rooms: :mod:`icldyn.data` (prompt distributions),
-:mod:`icldyn.models`, :mod:`icldyn.train` (optax + lax.scan loop), :mod:`icldyn.theory` (closed forms, float64),
-:mod:`icldyn.experiments` (named recipes), :mod:`icldyn.runner` (one run: directory, summary, report),
-:mod:`icldyn.store` (run directories, DuckDB), :mod:`icldyn.plots`, :mod:`icldyn.claims` (the claim table),
-:mod:`icldyn.sweep` and :mod:`icldyn.cli`.
+:class:`Run` they return, and :class:`ConfigError`. The core names no paper: :mod:`icldyn.config` (sections and their
+kinds), :mod:`icldyn.plugins` (papers registered under the ``icldyn.papers`` entry points; ``docs/plugins.md``),
+:mod:`icldyn.recipe` (recipes and the runner's shared pieces), :mod:`icldyn.train` (optax + lax.scan loop),
+:mod:`icldyn.runner` (one run: directory, summary, report), :mod:`icldyn.store` (run directories, DuckDB),
+:mod:`icldyn.plots` (figure helpers), :mod:`icldyn.claims` (the claim table), :mod:`icldyn.sweep` and
+:mod:`icldyn.cli`. Each paper's data law, model, theory, recipes, claims and figures: :mod:`icldyn.papers`.
 """
 
 __version__ = "0.1.0"

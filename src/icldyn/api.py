@@ -18,7 +18,7 @@ from typing import Any
 @dataclass(frozen=True)
 class Run:
     """One run directory, read lazily: ``config`` (the resolved RunConfig), ``summary`` (summary.json; empty while
-    the run is unfinished), ``metrics`` (long-format DataFrame: run_id, point, seed, step, metric, value —
+    the run is unfinished), ``result`` (the same, typed: the recipe's Result), ``metrics`` (long-format DataFrame: run_id, point, seed, step, metric, value —
     metrics.parquet plus the chunks an unfinished run has flushed), ``params`` (name → NumPy array), ``figures``
     (PNG paths), ``status``."""
 
@@ -46,8 +46,15 @@ class Run:
         return json.loads(f.read_text()) if f.is_file() else {}
 
     @property
+    def result(self):
+        """The recipe's typed result (its Result subclass: ``.points[0].test_loss``, …); None while unfinished."""
+        from icldyn.runner import typed
+
+        summary = self.summary
+        return typed(summary) if summary else None
+
+    @property
     def metrics(self):
-        import pandas as pd
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -93,7 +100,7 @@ def run(recipe: str, quick: bool = False, overrides: dict[str, Any] | None = Non
     """Run a recipe (a name from :func:`recipes`, or a TOML file of overrides) into a new run directory of
     ``store``. ``overrides``: dotted keys, as ``--set`` (``{"train.steps": 500, "grid.model.layers": [2]}``).
     Bad input raises :class:`icldyn.ConfigError` (one line) before anything is written."""
-    from icldyn import experiments
+    from icldyn import plugins
     from icldyn.config import load_toml, set_dotted
     from icldyn.runner import execute
     from icldyn.runtime import setup_jax
@@ -101,7 +108,7 @@ def run(recipe: str, quick: bool = False, overrides: dict[str, Any] | None = Non
     raw: dict[str, Any] = load_toml(recipe) if str(recipe).endswith(".toml") else {"experiment": recipe}
     for key, value in (overrides or {}).items():
         set_dotted(raw, key, value)
-    cfg = experiments.get(raw.get("experiment", "quickstart")).config(raw, quick=quick)
+    cfg = plugins.get(raw.get("experiment", "quickstart")).config(raw, quick=quick)
     setup_jax()
     if not progress:
         return Run(execute(cfg, store)[0].path)
@@ -132,9 +139,9 @@ def recipes():
     """One row a recipe: name, paper, description."""
     import pandas as pd
 
-    from icldyn.experiments import REGISTRY
+    from icldyn.plugins import recipes as installed
 
-    return pd.DataFrame([(e.name, e.paper, e.description) for e in REGISTRY.values()],
+    return pd.DataFrame([(e.name, e.paper, e.description) for e in installed().values()],
                         columns=["name", "paper", "description"])
 
 
@@ -144,11 +151,11 @@ def verify(paper: str | None = None, quick: bool = False, store: str | Path = "r
     import pandas as pd
 
     from icldyn import claims as v
-    from icldyn.config import ConfigError
+    from icldyn.plugins import paper as installed
     from icldyn.runtime import setup_jax
 
-    if paper is not None and paper not in v.PAPERS:
-        raise ConfigError(f"paper = {paper!r} is not allowed: must be one of {', '.join(v.PAPERS)}")
+    if paper is not None:
+        installed(paper)  # an unknown paper: ConfigError naming the installed ones
     setup_jax()
     if progress:
         from rich.progress import Progress

@@ -102,7 +102,7 @@ def run(
                                           "checkpoints (its own config; no other arguments)"),
 ) -> None:
     """Run an experiment; writes one run directory."""
-    from icldyn import experiments
+    from icldyn import plugins
     from icldyn.config import build
     from icldyn.runner import execute
     from icldyn.store import RunDir
@@ -114,12 +114,12 @@ def run(
                      "ignored, so they are refused; to change the run, start a new one")
             rd_resume = RunDir.open(resume)
             cfg = build(load_toml(str(resume / "config.toml")))
-            experiments.get(cfg.experiment)
+            plugins.get(cfg.experiment)
         else:
             rd_resume = None
             raw = load_toml(target) if target.endswith(".toml") else {"experiment": target}
             raw = apply_sets(raw, set_)
-            exp = experiments.get(raw.get("experiment", "quickstart"))
+            exp = plugins.get(raw.get("experiment", "quickstart"))
             cfg = exp.config(raw, quick=quick)
     _setup()
     with bad_input(), stopped_runs(), progress_bars(not as_json) as reporter:
@@ -151,27 +151,32 @@ def stopped_runs(sweeps: Path | None = None) -> Iterator[None]:
 
 def _print_divergence(summary: dict, console: Console) -> None:
     """One line per diverged seed: which point, which seed, at which step."""
-    for p in summary.get("points", []):
-        for i, s in enumerate(p.get("seeds", [])):
-            if isinstance(s, dict) and s.get("status") == "diverged":
-                where = f"point {p['point']}, " if p.get("point") else ""
-                step = s.get("diverged_at")
-                console.print(f"diverged: {where}seed {s.get('seed', i)}"
+    from icldyn.runner import typed
+
+    for p in typed(summary).points:
+        for s in p.seeds:
+            if s.status == "diverged":
+                where = f"point {p.point}, " if p.point else ""
+                step = s.diverged_at
+                console.print(f"diverged: {where}seed {s.seed}"
                               + (f" at step {step}" if step is not None else "")
                               + " (loss NaN/Inf or above train.max_loss; its rows stop there)",
                               markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_points(summary: dict) -> None:
-    if not summary.get("table"):
+    from icldyn.runner import typed
+
+    result = typed(summary)
+    if not result.table:
         return
     table = Table(title=f"{summary['experiment']}: measured vs theory")
-    for col in summary["table"]["columns"]:
+    for col in result.table.columns:
         table.add_column(col)
-    for row in summary["table"]["rows"]:
+    for row in result.table.rows:
         table.add_row(*(str(c) for c in row))
     out_console.print(table)
-    for line in summary.get("headline", []):
+    for line in result.headline:
         out_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -244,12 +249,14 @@ def sweeps_(out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
 
 @app.command("list")
 def list_() -> None:
-    """List the experiment recipes, one line each."""
-    from icldyn.experiments import REGISTRY
+    """List the installed papers and their recipes, one line each."""
+    from icldyn.plugins import papers
 
-    for exp in REGISTRY.values():
-        line = f"[bold]{exp.name:24s}[/bold] {escape(f'[{exp.paper}]'):11s} {escape(exp.description)}"
-        out_console.print(line, highlight=False, soft_wrap=True)
+    for paper in papers().values():
+        out_console.print(f"[bold]{escape(paper.name)}[/bold]: {escape(paper.title)}", highlight=False, soft_wrap=True)
+        for exp in paper.recipes:
+            line = f"  [bold]{exp.name:24s}[/bold] {escape(f'[{exp.paper}]'):11s} {escape(exp.description)}"
+            out_console.print(line, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -319,20 +326,23 @@ def query(sql: str = typer.Argument(..., help="one SELECT over the views metrics
 
 
 @app.command()
-def verify(paper: Optional[str] = typer.Option(None, "--paper", help="ahn, goel or huang (default: all)"),
+def verify(paper: Optional[str] = typer.Option(None, "--paper", help="an installed paper (see `icldyn list`; "
+                                              "default: all)"),
            quick: bool = typer.Option(False, "--quick"),
            out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="store for the runs verify trains"),
            as_json: bool = typer.Option(False, "--json")) -> None:
     """Run every computable claim and print claim / theory / measured / tolerance / pass."""
     from icldyn import claims as v
+    from icldyn.plugins import papers
 
-    if paper is not None and paper not in v.PAPERS:
-        fail(f"--paper = {paper!r} is not allowed: must be one of {', '.join(v.PAPERS)}")
+    with_claims = [p.name for p in papers().values() if p.claims is not None]
+    if paper is not None and paper not in with_claims:
+        fail(f"--paper = {paper!r} is not allowed: must be one of {', '.join(with_claims)}")
     _setup()
     with bad_input(), stopped_runs(), progress_bars(not as_json) as reporter:
         claims = v.verify(paper, quick, out, reporter)
     if as_json:
-        print(json.dumps([c._asdict() for c in claims], indent=2))
+        print(json.dumps([{**c._asdict(), "passed": bool(c.passed)} for c in claims], indent=2))  # NumPy bools
     else:
         table = Table(title="icldyn verify")
         for col in ("paper", "claim", "theory", "measured", "tolerance", "pass"):

@@ -1,147 +1,73 @@
-"""Validated run configuration: one frozen pydantic model per concern, loaded from TOML.
+"""Validated run configuration: frozen pydantic sections, loaded from TOML.
 
-A config file holds only overrides of an experiment's defaults; ``--set key=value`` applies
-further overrides with dotted keys (``data.n=10``, ``model.layers=2``). Every field is
-documented in ``docs/config.md``. Invalid input raises :class:`ConfigError` whose message is
-one line naming the field, the value and what is allowed.
+A config file holds only overrides of a recipe's defaults; ``--set key=value`` applies further overrides with
+dotted keys (``data.n=10``, ``model.layers=2``). The ``data`` and ``model`` sections are discriminated unions keyed
+by ``kind``: each kind is a :class:`DataSection` or :class:`ModelSection` subclass that a paper plug-in declares
+(``icldyn.plugins.Paper``), holding the shared fields of its base plus only its own, so a field of another kind is
+refused. ``train`` holds the optimiser and loop fields plus the fields a model kind adds (``ModelSection.train_fields``).
+:func:`run_config_class` assembles the whole model from the installed plug-ins. Every field is documented in
+``docs/config.md``. Invalid input raises :class:`ConfigError`, one line naming the field and what is allowed.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import tomllib
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 
 class ConfigError(ValueError):
     """Bad configuration input; ``str(err)`` is a single line fit for the terminal."""
 
 
-class _Section(BaseModel):
+def _positive(v: list[float] | None) -> list[float] | None:
+    if v is not None and (len(v) == 0 or min(v) <= 0):
+        raise ValueError(f"must be a non-empty list of positive floats, got {v}")
+    return v
+
+
+PositiveList = Annotated[list[float] | None, AfterValidator(_positive)]  # None, or a non-empty list of floats > 0
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys refused, frozen, defaults validated."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
-class DataConfig(_Section):
-    """The data law: Gaussian in-context regression prompts (Ahn et al.; SPEC §3.1) or one fixed
-    multi-output regression y = Mx + z whose prompts are n samples (Goel et al.; SPEC §1.1)."""
+class DataSection(Section):
+    """A data law. A plug-in subclasses it with ``kind: Literal["its-name"] = "its-name"`` and its own fields."""
 
-    kind: Literal["prompts", "regression", "features"] = Field(
-        "prompts",
-        description="prompts: a fresh task w ~ N(0, Ω_w) per prompt, n examples + a query (Ahn); regression: "
-        "one fixed M ∈ R^{p×d} per seed, y = Mx + z, a prompt is n samples, each a query (Goel); features: "
-        "n tokens and a query drawn from K orthonormal features v_k with probabilities p_k, w ~ N(0, I_d) (Huang)",
-    )
+    kind: str = Field(description="the data law (see the kinds below)")
     d: int = Field(5, ge=1, le=256, description="covariate dimension d")
     n: int = Field(20, ge=1, le=100_000, description="context examples per prompt n")
-    covariance: Literal["identity", "eigenvalues", "condition", "official"] = Field(
-        "identity",
-        description="Σ: identity; `eigenvalues` (with a seeded random rotation); `condition` "
-        "(eigenvalues geometric from 1 to 1/condition_number, rotated); `official` "
-        "(the official code's eigenvalues {1, 1, 1/4, 1/16, 1}, d = 5, new rotation per seed)",
-    )
-    eigenvalues: list[float] | None = Field(None, description="eigenvalues of Σ (covariance = eigenvalues)")
-    condition_number: float = Field(16.0, ge=1.0, description="κ(Σ) for covariance = condition")
-    w_prior: Literal["identity", "inverse_covariance"] = Field(
-        "inverse_covariance",
-        description="task prior: w ~ N(0, I_d) (Thm 1) or w ~ N(0, Σ⁻¹) (Thms 3-4, the paper's experiments)",
-    )
-    noise_std: float = Field(0.0, ge=0.0, description="label noise σ: y = wᵀx + σ ε (regression: Ω = σ² I_p)")
-    p: int = Field(4, ge=1, le=256, description="regression: response dimension p (the paper assumes p ≥ d)")
-    m_norm: float = Field(
-        0.05, gt=0.0, description="regression: M is a seeded Gaussian matrix scaled to ‖MΣ^½‖_op = m_norm "
-        "(the paper assumes < 1/16)")
-    m_singular_values: list[float] | None = Field(
-        None, description="regression: the singular values of MΣ^½ (min(p, d) of them, seeded random singular "
-        "vectors) instead of a scaled Gaussian M")
     resample_every: int = Field(1, ge=1, description="draw a fresh training batch every k steps (official code: 100)")
-    test_size: int = Field(20_000, ge=1, description="prompts in the fixed held-out test set of each seed")
-    sampler: Literal["auto", "jax", "kernel"] = Field(
-        "auto",
-        description="training prompts of the linear transformer, the same draws either way (Philox4x32-10, "
-        "Box–Muller): kernel (C, drawn straight into moments, CPU); jax (its jax.numpy twin, any backend); auto: "
-        "kernel when the model runs the kernel forward",
-    )
-
-    features: int = Field(4, ge=1, le=256, description="features: number of orthonormal features K (≤ d)")
-    feature_basis: Literal["standard", "random"] = Field(
-        "standard", description="features: v_k = e_k, or the first K columns of a seeded random orthogonal matrix")
-    p_dominant: float | None = Field(
-        None, gt=0.0, lt=1.0, description="features: imbalanced law p_1 = p_dominant, p_k = (1 − p_1)/(K − 1) "
-        "(Huang Thm 3.2); unset: balanced p_k = 1/K (Thm 3.1)")
-    feature_probs: list[float] | None = Field(
-        None, description="features: explicit p_1…p_K (positive, summing to 1); overrides p_dominant")
-
-    @field_validator("eigenvalues", "m_singular_values", "feature_probs")
-    @classmethod
-    def _positive(cls, v: list[float] | None) -> list[float] | None:
-        if v is not None and (len(v) == 0 or min(v) <= 0):
-            raise ValueError(f"must be a non-empty list of positive floats, got {v}")
-        return v
-
-    @model_validator(mode="after")
-    def _consistent(self) -> DataConfig:
-        if self.covariance == "eigenvalues":
-            if self.eigenvalues is None:
-                raise ValueError("covariance = 'eigenvalues' needs data.eigenvalues (a list of d positive floats)")
-            if len(self.eigenvalues) != self.d:
-                raise ValueError(f"data.eigenvalues has {len(self.eigenvalues)} entries but data.d = {self.d}")
-        if self.covariance == "official" and self.d != 5:
-            raise ValueError(f"data.covariance = 'official' is defined for d = 5 only, got data.d = {self.d}")
-        if self.kind == "features" and self.features > self.d:
-            raise ValueError(f"data.features = {self.features} exceeds data.d = {self.d}: K orthonormal features "
-                             "need K ≤ d")
-        if self.feature_probs is not None:
-            if len(self.feature_probs) != self.features:
-                raise ValueError(f"data.feature_probs has {len(self.feature_probs)} entries but data.features = "
-                                 f"{self.features}")
-            if abs(sum(self.feature_probs) - 1.0) > 1e-9:
-                raise ValueError(f"data.feature_probs must sum to 1, got {sum(self.feature_probs):.6g}")
-        if self.kind == "regression" and self.p < self.d:
-            raise ValueError(f"data.p = {self.p} < data.d = {self.d}: the regression law (Goel et al.) needs p ≥ d "
-                             "(S and θ*(J) are defined for p ≥ d); allowed: data.p ≥ data.d")
-        if self.m_singular_values is not None and len(self.m_singular_values) != min(self.p, self.d):
-            raise ValueError(f"data.m_singular_values has {len(self.m_singular_values)} entries but "
-                             f"min(data.p, data.d) = {min(self.p, self.d)}")
-        if self.eigenvalues is not None and self.covariance != "eigenvalues":
-            raise ValueError(f"data.eigenvalues applies to data.covariance = 'eigenvalues' only, not "
-                             f"{self.covariance!r}")
-        if self.condition_number != 16.0 and self.covariance != "condition":
-            raise ValueError(f"data.condition_number applies to data.covariance = 'condition' only, not "
-                             f"{self.covariance!r}")
-        return self
 
 
-class ModelConfig(_Section):
-    """The model: L-layer linear self-attention (Ahn et al. eq. (3), parameterisations (8), (9)) or the
-    softmax self-attention regressor ŷ_i = A Σ_j softmax_j(x_iᵀBx_j) x_j (Goel et al.; SPEC §1.2)."""
+class ModelSection(Section):
+    """A model. A plug-in subclasses it with ``kind: Literal["its-name"] = "its-name"`` and its own fields, names the
+    data kinds it reads (``data_kinds``) and the ``train.*`` fields it adds (``train_fields``, a Section whose
+    fields are refused under any other model kind), and may check a whole config (:meth:`check`) and describe
+    what runs it on this machine (:meth:`execution`)."""
 
-    kind: Literal["linear_attention", "softmax_regressor", "softmax_icl"] = Field(
-        "linear_attention", description="linear_attention (data.kind = prompts), softmax_regressor "
-        "(data.kind = regression) or softmax_icl: one-layer softmax attention ŷ = ν Σ_i y_i softmax_i(x_iᵀQx_q), "
-        "query masked (Huang; data.kind = features, or Ahn's Gaussian prompts)")
-    train_value: bool = Field(False, description="softmax_icl: train the value weight ν (Huang fix ν = 1)")
-    init: Literal["random", "spectral"] = Field(
-        "random", description="random: iid N(0, init_std²) entries; spectral (softmax_regressor): Algorithm 1's "
-        "spectral initialisation from one sample of n (OLS M̂, Σ̂)")
-    layers: int = Field(3, ge=1, le=64, description="number of layers L")
-    parameterization: Literal["full", "sparse", "relaxed"] = Field(
-        "full", description="full (P, Q free), sparse (eq. 8: preconditioned GD), relaxed (eq. 9: GD++)"
-    )
-    heads: int = Field(1, ge=1, le=64, description="attention heads per layer (their updates are summed)")
-    init_std: float = Field(1e-3, ge=0.0, description="std of the iid normal initialisation of every trained block")
-    forward: Literal["auto", "kernel", "moments", "columns"] = Field(
-        "auto",
-        description="kernel: fused C loss+gradient of the moment form (CPU); moments: the exact (d+1)×(d+1) "
-        "moment-matrix form in JAX; columns: the literal column form of eq. (3); auto: kernel where it "
-        "compiles on a CPU backend, else moments (one line says why). An explicit kernel that cannot be built here "
-        "is refused. Every form draws the same prompts (data.sampler)",
-    )
+    kind: str = Field(description="the model (see the kinds below)")
+    data_kinds: ClassVar[tuple[str, ...]] = ()
+    train_fields: ClassVar[type[Section] | None] = None
+
+    def check(self, cfg: RunConfig) -> None:
+        """Cross-section checks of a whole config; raise ValueError with one line naming the fields."""
+
+    def execution(self, cfg: RunConfig) -> dict[str, Any]:
+        """What runs ``cfg`` on this machine (summary.json's ``execution``; a ``note`` key is printed in the
+        report). Raise ConfigError where an explicit setting cannot be honoured here."""
+        return {}
 
 
-class TrainConfig(_Section):
-    """Optimiser (optax) and loop settings."""
+class TrainConfig(Section):
+    """Optimiser (optax) and loop settings shared by every model."""
 
     optimizer: Literal["adam", "adamw", "sgd"] = Field("adam", description="optax optimiser (sgd without "
                                                                             "momentum = plain gradient descent)")
@@ -161,28 +87,15 @@ class TrainConfig(_Section):
     batch: int = Field(1000, ge=1, description="prompts per step")
     log_every: int = Field(100, ge=1, description="metrics every k steps (one compiled chunk)")
     dtype: Literal["float32", "float64"] = Field("float32", description="floating-point precision")
-    threads: int = Field(1, ge=1, le=256, description="CPU threads of the fused kernel (changes summation order)")
     max_loss: float = Field(1e6, gt=0.0, description="a seed whose loss exceeds this (or is NaN) is marked diverged")
     checkpoint_every: float = Field(
         30.0, ge=0.0, description="seconds between checkpoints (params, optimiser state, batch, PRNG key, step) that "
         "`icldyn run --resume` continues from; 0: after every chunk. Metrics are flushed after every chunk")
-    oracle: Literal["sampled", "population"] = Field(
-        "sampled", description="softmax_regressor / softmax_icl: gradients of the empirical loss on fresh prompts "
-        "(sampled), or the exact gradient of the population loss (population: Goel's closed form; Huang's "
-        "expectation over feature counts)")
-    count_samples: int = Field(
-        20_000, ge=100, description="softmax_icl, population: Monte-Carlo count vectors (common random numbers) "
-        "when exact enumeration of the multinomial counts would exceed 200 000 vectors")
-    regularizer: float = Field(
-        0.0, ge=0.0, description="softmax_regressor: weight of the balancing regulariser R̂ added to the loss "
-        "(Algorithm 1: 1)")
-    precondition: bool = Field(
-        False, description="softmax_regressor: multiply the B-gradient by Σ̂⁻¹ of the initial sample, "
-        "P̂⁻¹ = blockdiag(I_p, Σ̂⁻¹) (Algorithm 1)")
 
 
-class RunConfig(_Section):
-    """A whole run: an experiment recipe plus its data, model and training settings."""
+class RunConfig(Section):
+    """A whole run: a recipe plus its data, model and training settings (the installed plug-ins' kinds:
+    :func:`run_config_class`)."""
 
     experiment: str = Field("quickstart", description="experiment recipe (see `icldyn list`)")
     seeds: int = Field(1, ge=1, le=1024, description="independent seeds, trained in one compiled program")
@@ -190,77 +103,98 @@ class RunConfig(_Section):
     grid: dict[str, list[int | float | str]] = Field(
         default_factory=dict, description="dotted key → values; the run trains every point of the product"
     )
-    data: DataConfig = DataConfig()
-    model: ModelConfig = ModelConfig()
+    data: DataSection
+    model: ModelSection
     train: TrainConfig = TrainConfig()
 
     @model_validator(mode="after")
     def _combination(self) -> RunConfig:
-        pairs = {("linear_attention", "prompts"), ("softmax_regressor", "regression"), ("softmax_icl", "features"),
-                 ("softmax_icl", "prompts")}
-        if (self.model.kind, self.data.kind) not in pairs:
+        if self.data.kind not in type(self.model).data_kinds:
+            pairs = [f"{m} + {d}" for m, cls in kinds("model").items() for d in cls.data_kinds]
             raise ValueError(f"model.kind = {self.model.kind!r} does not take data.kind = {self.data.kind!r}; "
-                             "allowed pairs: " + ", ".join(f"{m} + {d}" for m, d in sorted(pairs)))
-        for section, kind, owners in (("data", self.data.kind, DATA_FIELDS), ("model", self.model.kind, MODEL_FIELDS),
-                                      ("train", self.model.kind, TRAIN_FIELDS)):
-            obj = getattr(self, section)
-            for name, info in type(obj).model_fields.items():
-                value = getattr(obj, name)
-                kinds = [k for k, fields in owners.items() if name in fields]
-                if kinds and kind not in kinds and value != info.default:
-                    which = "data.kind" if section == "data" else "model.kind"
-                    raise ValueError(f"{section}.{name} = {value!r} applies to {which} = "
-                                     f"{' or '.join(repr(k) for k in kinds)} only, not {kind!r}; remove it")
-        if self.train.oracle != "sampled" and self.data.kind == "prompts":
-            raise ValueError("train.oracle = 'population' needs data.kind = 'regression' or 'features' (Gaussian "
-                             "prompts have no exact population engine here)")
-        if self.data.sampler != "auto" and self.model.kind != "linear_attention":
-            raise ValueError(f"data.sampler = {self.data.sampler!r} applies to model.kind = 'linear_attention' only, "
-                             f"not {self.model.kind!r}; remove it")
-        if self.model.kind == "linear_attention":
-            if "kernel" in (self.model.forward, self.data.sampler) and self.data.d + 1 > KERNEL_DMAX:
-                raise ValueError(f"the C kernel takes data.d ≤ {KERNEL_DMAX - 1}, got data.d = {self.data.d}; allowed: "
-                                 "model.forward and data.sampler = 'auto', or a JAX form")
-            if self.data.sampler == "kernel" and self.model.forward == "columns":
-                raise ValueError("data.sampler = 'kernel' draws prompts straight into moments, which model.forward = "
-                                 "'columns' cannot read; allowed with columns: data.sampler = 'auto' or 'jax'")
-        return self
-
-    @field_validator("grid")
-    @classmethod
-    def _grid_keys(cls, v: dict[str, list]) -> dict[str, list]:
-        for key, values in v.items():
+                             "allowed pairs: " + ", ".join(sorted(pairs)))
+        for name, owners in train_owners().items():
+            value, default = getattr(self.train, name), type(self.train).model_fields[name].default
+            if self.model.kind not in owners and value != default:
+                raise ValueError(f"train.{name} = {value!r} applies to model.kind = "
+                                 f"{' or '.join(repr(k) for k in owners)} only, not {self.model.kind!r}; remove it")
+        for key, values in self.grid.items():
             section, _, field = key.partition(".")
-            sub = _SECTIONS.get(section)
-            if sub is None or field not in sub.model_fields:
-                raise ValueError(f"grid key {key!r} is not a data.*, model.* or train.* field")
+            obj = getattr(self, section, None) if section in SECTIONS else None
+            if obj is None or field not in type(obj).model_fields:
+                where = f" of {section}.kind = {obj.kind!r}" if section in ("data", "model") else ""
+                raise ValueError(f"grid key {key!r} is not a field{where}; allowed: data.*, model.* and train.* "
+                                 "fields of the run's kinds")
             if not values:
                 raise ValueError(f"grid key {key!r} has no values")
-        return v
+        self.model.check(self)
+        return self
 
 
-_SECTIONS: dict[str, type[BaseModel]] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
-KERNEL_DMAX = 16  # the C kernel's largest token dimension D = d + 1 (icldyn.models.kernel.DMAX)
+SECTIONS = ("data", "model", "train")
 
-# The fields that belong to one kind only (the rest are shared): set to anything but their default under another
-# kind, they would be ignored, so they are refused. Data fields by data.kind; model and train fields by model.kind.
-DATA_FIELDS = {
-    "prompts": {"w_prior", "test_size", "sampler"},
-    "regression": {"p", "m_norm", "m_singular_values"},
-    "features": {"features", "feature_basis", "p_dominant", "feature_probs"},
-}
-for _k in ("prompts", "regression"):
-    DATA_FIELDS[_k] |= {"covariance", "eigenvalues", "condition_number", "noise_std"}
-MODEL_FIELDS = {
-    "linear_attention": {"layers", "parameterization", "heads", "forward", "init_std"},
-    "softmax_regressor": {"init", "init_std"},
-    "softmax_icl": {"train_value"},
-}
-TRAIN_FIELDS = {
-    "linear_attention": {"threads"},
-    "softmax_regressor": {"regularizer", "precondition", "oracle"},
-    "softmax_icl": {"count_samples", "oracle"},
-}
+
+def kinds(section: str) -> dict[str, type[Section]]:
+    """kind → its section class, over the installed plug-ins (``section``: data or model)."""
+    from icldyn.plugins import papers
+
+    out: dict[str, type[Section]] = {}
+    for paper in papers().values():
+        for cls in (paper.data if section == "data" else paper.models):
+            out.setdefault(kind_of(cls), cls)
+    return out
+
+
+def kind_of(cls: type[Section]) -> str:
+    return cls.model_fields["kind"].default
+
+
+@functools.cache
+def train_owners() -> dict[str, tuple[str, ...]]:
+    """train.* field → the model kinds that declare it (the fields a model adds through ``train_fields``)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for kind, cls in kinds("model").items():
+        for name in (cls.train_fields.model_fields if cls.train_fields else {}):
+            out[name] = out.get(name, ()) + (kind,)
+    return out
+
+
+@functools.cache
+def run_config_class() -> type[RunConfig]:
+    """RunConfig over the installed plug-ins: ``data`` and ``model`` discriminated by ``kind``, ``train`` with every
+    model's added fields (a field two models add must agree in type and default)."""
+    fields: dict[str, Any] = {}
+    for cls in kinds("model").values():
+        for name, info in (cls.train_fields.model_fields if cls.train_fields else {}).items():
+            if name in TrainConfig.model_fields:
+                raise TypeError(f"{cls.__name__}.train_fields redefines the shared train.{name}")
+            if name in fields and (fields[name][0] != info.annotation or fields[name][1].default != info.default):
+                raise TypeError(f"train.{name} is declared twice with different types or defaults ({cls.__name__})")
+            fields.setdefault(name, (info.annotation, info))
+    train = create_model("TrainConfig", __base__=TrainConfig, **fields)
+
+    def union(section: str):
+        classes = tuple(kinds(section).values())
+        if not classes:
+            raise ConfigError(f"no {section} kinds are installed: no icldyn.papers plug-in loaded")
+        return Annotated[Union[classes], Field(discriminator="kind")] if len(classes) > 1 else classes[0]
+
+    return create_model("RunConfig", __base__=RunConfig, data=(union("data"), ...), model=(union("model"), ...),
+                        train=(train, train()))
+
+
+def section_class(section: str, kind: str | None = None) -> type[BaseModel]:
+    """The class of one section (``data``/``model`` of one kind, or ``train``)."""
+    if section == "train":
+        return run_config_class().model_fields["train"].annotation
+    return kinds(section)[kind]
+
+
+def known_field(section: str, field: str) -> bool:
+    """Whether ``section.field`` is a field of any installed kind."""
+    if section == "train":
+        return field in section_class("train").model_fields
+    return section in SECTIONS and any(field in cls.model_fields for cls in kinds(section).values())
 
 
 # ---------------------------------------------------------------- building and errors
@@ -280,25 +214,40 @@ def _describe(model: type[BaseModel], field: str) -> str:
 def _one_line(err: ValidationError) -> str:
     e = err.errors()[0]
     loc = [str(p) for p in e["loc"]]
+    section, kind = (loc[0], loc[1]) if len(loc) > 1 and loc[0] in ("data", "model") and loc[1] in kinds(loc[0]) \
+        else (loc[0] if loc and loc[0] in SECTIONS else None, None)
+    if kind is not None:
+        loc = [loc[0], *loc[2:]]  # the union's tag is not part of the key
     name = ".".join(loc) if loc else "config"
-    section_model: type[BaseModel] = RunConfig
-    for part in loc[:-1]:
-        section_model = _SECTIONS.get(part, section_model)
     field = loc[-1] if loc else ""
+    if e["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        allowed = ", ".join(repr(k) for k in kinds(section))
+        got = e.get("ctx", {}).get("tag")
+        return (f"{section}.kind = {got!r} is not allowed: must be one of {allowed}" if got is not None else
+                f"{section}.kind is missing: must be one of {allowed}")
+    cls: type[BaseModel] = run_config_class()
+    if section is not None and len(loc) > 1:
+        cls = section_class(section, kind) if section == "train" or kind is not None else cls
     if e["type"] == "extra_forbidden":
-        allowed = ", ".join(section_model.model_fields)
-        return f"unknown key {name!r}; allowed keys here: {allowed}"
+        if kind is not None:
+            owners = [k for k, c in kinds(section).items() if field in c.model_fields]
+            if owners:
+                return (f"{name} applies to {section}.kind = {' or '.join(repr(k) for k in owners)} only, not "
+                        f"{kind!r}; remove it")
+            return f"unknown key {name!r} for {section}.kind = {kind!r}; allowed keys here: " + ", ".join(
+                cls.model_fields)
+        return f"unknown key {name!r}; allowed keys here: {', '.join(cls.model_fields)}"
     got = e.get("input")
-    if field in section_model.model_fields and e["type"] not in ("value_error",):
-        return f"{name} = {got!r} is not allowed: must be {_describe(section_model, field)} ({e['msg']})"
+    if field in cls.model_fields and e["type"] not in ("value_error",):
+        return f"{name} = {got!r} is not allowed: must be {_describe(cls, field)} ({e['msg']})"
     msg = e["msg"].removeprefix("Value error, ")
-    return msg if not loc or loc[-1] in _SECTIONS else f"{name}: {msg}"  # a section's own check names its fields
+    return msg if not loc or loc[-1] in SECTIONS else f"{name}: {msg}"  # a section's own check names its fields
 
 
 def build(raw: dict[str, Any]) -> RunConfig:
     """Validate a nested dict into a RunConfig, raising a one-line ConfigError."""
     try:
-        return RunConfig.model_validate(raw)
+        return run_config_class().model_validate(raw)
     except ValidationError as err:
         raise ConfigError(_one_line(err)) from None
 

@@ -1,5 +1,5 @@
 """``icldyn doctor``: what a bug report needs — versions, the JAX backend and devices, the C kernel's status and
-why, the cache folders and threads (as ``jax.print_environment_info()`` or ``torch.utils.collect_env`` do)."""
+why, the cache folders, threads and the installed plug-ins (as ``jax.print_environment_info()`` or ``torch.utils.collect_env`` do)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ PACKAGES = ("jax", "jaxlib", "optax", "numpy", "scipy", "pydantic", "typer", "ri
             "matplotlib", "ray")
 
 
-def collect(D: int = 6) -> dict[str, Any]:
-    """The environment as a nested dict; ``D`` = d + 1 of the kernel whose status is reported (default d = 5)."""
+def collect() -> dict[str, Any]:
+    """The environment as a nested dict, with what each installed plug-in reports (``Paper.doctor``)."""
     import jax
 
     from icldyn import __version__
-    from icldyn.models import kernel
+    from icldyn.plugins import papers
     from icldyn.runtime import cache_root, jax_cache_dir
 
     def version(pkg: str) -> str:
@@ -31,16 +31,14 @@ def collect(D: int = 6) -> dict[str, Any]:
         devices = [str(d) for d in jax.devices()]
     except RuntimeError as err:  # a backend that fails to start
         devices = [f"error: {err}"]
-    st = kernel.status(D)
     return {
         "icldyn": {"version": __version__, "location": os.path.dirname(os.path.abspath(__file__))},
         "python": {"version": platform.python_version(), "executable": sys.executable, "platform": platform.platform()},
         "packages": {p: version(p) for p in PACKAGES},
         "jax": {"backend": jax.default_backend(), "devices": devices, "x64": bool(jax.config.jax_enable_x64),
                 "compilation cache": str(jax_cache_dir())},
-        "kernel": {f"status (D = {D})": "available" if st.available else "unavailable", "origin": st.origin,
-                   "reason": st.reason, "compiler": st.compiler, "library": st.library, "log": st.log,
-                   "cache": str(kernel.cache_dir())},
+        "plug-ins": {name: p.title for name, p in papers().items()},
+        **{f"{name}: {key}": value for name, p in papers().items() if p.doctor for key, value in p.doctor().items()},
         "threads": {"cpu_count": os.cpu_count(),
                     "usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
                     **{k: os.environ.get(k, "") for k in ("OMP_NUM_THREADS", "XLA_FLAGS")}},

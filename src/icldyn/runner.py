@@ -12,7 +12,8 @@ import jax
 
 from icldyn import __version__
 from icldyn.config import RunConfig, with_overrides
-from icldyn.experiments import Experiment, Reporter, SilentReporter, get
+from icldyn.plugins import get
+from icldyn.recipe import Experiment, Reporter, Result, SilentReporter, Table
 from icldyn.store import RunDir
 
 
@@ -26,21 +27,20 @@ def versions() -> dict[str, str]:
 
 def points(exp: Experiment, cfg: RunConfig) -> list[tuple[str, RunConfig]]:
     """(label, config) of every grid point, as the recipe derives it (e.g. N = K³ per K)."""
-    from icldyn.experiments import grid_points
+    from icldyn.recipe import grid_points
 
     return [(label, with_overrides(cfg, {**over, **(exp.derive(over, cfg) if exp.derive and over else {})}))
             for label, over in grid_points(cfg)]
 
 
 def execution(exp: Experiment, cfg: RunConfig) -> dict[str, Any]:
-    """What runs ``cfg`` on this machine — backend, devices, threads and, for the linear transformer, the forward,
-    the sampler and the C kernel's status (built, from the cache, or unavailable and why) — for summary.json.
-    Every grid point is checked: a setting this machine cannot honour raises ConfigError before any work."""
-    from icldyn.experiments import ahn_setup
-
+    """What runs ``cfg`` on this machine — backend, devices, threads and what the model reports
+    (:meth:`~icldyn.config.ModelSection.execution`: e.g. a C kernel's status) — for summary.json. Every grid point
+    is checked: a setting this machine cannot honour raises ConfigError before any work."""
     out: dict[str, Any] = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
-                           "threads": cfg.train.threads}
-    per = [ahn_setup.execution(p) for _, p in points(exp, cfg) if p.model.kind == "linear_attention"]
+                           "threads": getattr(cfg.train, "threads", 1)}
+    per = [p.model.execution(p) for _, p in points(exp, cfg)]
+    per = [e for e in per if e]
     if per:
         out.update(per[0])
         if any(p != per[0] for p in per):
@@ -92,10 +92,12 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
         raise RunCrashed(rds, err) from err
     out = []
     for cfg, rd, result, info, outside in zip(cfgs, rds, results, ran, unmet):
-        summary = {"run_id": rd.run_id, "experiment": cfg.experiment, "paper": exp.paper,
-                   "description": exp.description, "versions": versions(), "execution": info,
-                   "assumptions_not_met": outside, **result}
-        rd.write_report(report(cfg, summary))
+        result = exp.result.model_validate(result)
+        meta = {"run_id": rd.run_id, "experiment": cfg.experiment, "paper": exp.paper,
+                "description": exp.description, "versions": versions(), "execution": info,
+                "assumptions_not_met": outside}
+        summary = {**meta, **result.model_dump(exclude_unset=True)}
+        rd.write_report(report(cfg, meta, result))
         rd.write_summary(summary)  # last: a run directory with summary.json is finished
         rd.finish()
         rd.release()
@@ -137,29 +139,32 @@ def resume_hint(rds: list[RunDir], what: str) -> str:
     return " | ".join(parts)
 
 
-def markdown_table(table: dict[str, Any]) -> list[str]:
-    return ["| " + " | ".join(table["columns"]) + " |", "|" + "---|" * len(table["columns"])] + [
-        "| " + " | ".join(str(c) for c in row) + " |" for row in table["rows"]]
+def markdown_table(table: Table) -> list[str]:
+    return ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)] + [
+        "| " + " | ".join(str(c) for c in row) + " |" for row in table.rows]
 
 
-def report(cfg: RunConfig, summary: dict[str, Any]) -> str:
+def typed(summary: dict[str, Any]) -> Result:
+    """The typed result of a summary (summary.json, or what :func:`execute` returns): its recipe's Result type."""
+    return get(summary["experiment"]).result.model_validate(summary)
+
+
+def report(cfg: RunConfig, meta: dict[str, Any], result: Result) -> str:
     """report.md: what ran, the recipe's table of measured beside predicted, its notes, the figures."""
-    lines = [f"# {summary['experiment']} — {summary['run_id']}", "", summary["description"], "",
-             f"Status: **{summary['status']}**; wall time {summary['wall_s']:.1f} s; "
+    lines = [f"# {meta['experiment']} — {meta['run_id']}", "", meta["description"], "",
+             f"Status: **{result.status}**; wall time {result.wall_s:.1f} s; "
              f"{cfg.seeds} seed(s); dtype {cfg.train.dtype}; versions: "
-             + ", ".join(f"{k} {v}" for k, v in summary["versions"].items()), ""]
-    ex = summary.get("execution", {})
-    if "forward" in ex:
-        k = ex["kernel"]
-        lines += [f"Ran on {ex['backend']} ({', '.join(ex['devices'])}), {ex['threads']} thread(s): forward "
-                  f"`{ex['forward']}`, sampler `{ex['sampler']}`; C kernel {k['origin']} ({k['reason']}; "
-                  f"compiler {k['compiler']}).", ""]
-    if summary.get("assumptions_not_met"):
+             + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
+    ex = meta.get("execution", {})
+    if ex:
+        lines += [f"Ran on {ex['backend']} ({', '.join(ex['devices'])}), {ex['threads']} thread(s)"
+                  + (f": {ex['note']}" if ex.get("note") else "") + ".", ""]
+    if meta.get("assumptions_not_met"):
         lines += ["**Outside the paper's assumptions** (the run went on):", ""]
-        lines += [f"- {a}" for a in summary["assumptions_not_met"]] + [""]
-    if summary.get("table"):
-        lines += markdown_table(summary["table"]) + [""]
-    lines += summary.get("report_lines", [])
-    for fig in summary.get("figures", []):
+        lines += [f"- {a}" for a in meta["assumptions_not_met"]] + [""]
+    if result.table:
+        lines += markdown_table(result.table) + [""]
+    lines += result.report_lines
+    for fig in result.figures:
         lines += [f"![{Path(fig).stem}]({fig})", ""]
     return "\n".join(lines)

@@ -10,7 +10,7 @@ their run directories to ``<store>/sweeps/<sweep_id>/`` (:func:`report`): the fi
 RECIPE``, with its points spread over jobs, processes or a Ray cluster.
 
 Points are grouped into jobs: points whose configs differ only in fields that never change a program's
-shapes (the recipe's ``group_fields``: for the Ahn recipes the learning rate, the seeds and the data law's
+shapes (the recipe's ``group_fields``: for the linear-transformer recipes the learning rate, the seeds and the data law's
 Σ, task prior and noise) are one job — one compiled program: points differing only in ``train.lr`` on a
 learning-rate axis (:func:`icldyn.train.loop.train` with ``lrs``), the rates sharing every seed's batches,
 held-out sets and baselines; points differing in seeds or data law stacked on the seed axis, each slot at
@@ -32,6 +32,7 @@ import os
 import secrets
 import tempfile
 import time
+import typing
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,11 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from icldyn import plots
-from icldyn.config import ConfigError, RunConfig, _SECTIONS, build, parse_value, set_dotted
-from icldyn.experiments import Reporter, SilentReporter, get
-from icldyn.runner import execute_group, report as report_md, versions
+from icldyn.config import ConfigError, RunConfig, build, known_field, parse_value, set_dotted
+from icldyn.plugins import get
+from icldyn.recipe import Point, Reporter, Result, SilentReporter
+from icldyn.runner import execute_group, versions
+from icldyn.runner import report as report_md
 from icldyn.store import RunDir, StoreError, write_json, write_text
 
 TOP_LEVEL = ("seeds", "seed")
@@ -59,7 +62,7 @@ def parse_axes(items: list[str]) -> dict[str, list]:
         if not sep or not key or not vals:
             raise ConfigError(f"bad --grid {item!r}: expected key=v1,v2,…, e.g. --grid train.lr=0.01,0.02")
         section, _, field = key.partition(".")
-        if key not in TOP_LEVEL and (section not in _SECTIONS or field not in _SECTIONS[section].model_fields):
+        if key not in TOP_LEVEL and not known_field(section, field):
             raise ConfigError(f"--grid key {key!r} is not seeds, seed or a data.*, model.* or train.* field")
         axes[key] = vals
     return axes
@@ -196,7 +199,7 @@ def _ray_runner(address: str | None):
     gpus = 1 if jax.default_backend() == "gpu" else 0
 
     def submit(cfgs: list[RunConfig]):
-        task = ray.remote(num_cpus=cfgs[0].train.threads, num_gpus=gpus)(run_job_files)
+        task = ray.remote(num_cpus=getattr(cfgs[0].train, "threads", 1), num_gpus=gpus)(run_job_files)
         return task.remote([cfg.model_dump() for cfg in cfgs])
 
     def wait(futures):
@@ -305,9 +308,13 @@ def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
     combined = record.get("recipe_grid") and exp.combine is not None
     cfg = exp.config({**record["target"], "grid": record["axes"]} if combined else record["target"],
                      quick=record["quick"])
-    points: list[dict] = []
+    point_type = exp.result.point_type()
+    points: list[Point] = []
     rows: dict[str, list] = defaultdict(list)
     extra: dict[str, list] = {}
+    # run-level lists of the recipe's result (e.g. its assumption checks): the sweep's is their union
+    lists = [k for k, f in exp.result.model_fields.items()
+             if k not in Result.model_fields and typing.get_origin(f.annotation) is list]
     for p in record["points"]:
         run = store / p["run_id"]
         label = ",".join(f"{k}={v}" for k, v in p["overrides"].items())
@@ -318,9 +325,9 @@ def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
             for key in ("grid", "overrides"):
                 if key in q:
                     q[key] = {**p["overrides"], **q[key]}
-            points.append(q)
-        for key in ("assumptions", "warnings"):  # run-level lists (Goel's assumption checks): their union
-            if key in summary:
+            points.append(point_type.model_validate(q))
+        for key in lists:
+            if summary.get(key):
                 extra.setdefault(key, []).extend(x for x in summary[key] if x not in extra[key])
         table = pq.read_table(run / "metrics.parquet").to_pydict()
         table["run_point"] = table["point"]
@@ -328,29 +335,31 @@ def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
         for key, values in table.items():
             rows[key].extend(values)
     out = _record_path(store, record["sweep_id"]).with_suffix("")
-    if combined:
-        result = exp.combine(cfg, {"points": points, **extra}, rows, _ReportDir(out))
-    else:
-        result = axes_summary(record, points, rows, _ReportDir(out))
     status = "finished" if all(p["status"] == "finished" for p in record["points"]) else "diverged"
-    summary = {"run_id": f"sweep {record['sweep_id']}", "experiment": cfg.experiment, "paper": exp.paper,
-               "description": exp.description, "versions": versions(), "status": status,
-               "wall_s": sum(p["wall_s"] / p["job_size"] for p in record["points"] if "wall_s" in p), **result}
-    write_text(out / "report.md", report_md(cfg, summary))
+    wall = sum(p["wall_s"] / p["job_size"] for p in record["points"] if "wall_s" in p)
+    if combined:
+        result = exp.result.model_validate(exp.combine(cfg, {"points": points, "wall_s": wall, **extra}, rows,
+                                                       _ReportDir(out)))
+    else:
+        result = axes_summary(record, points, rows, _ReportDir(out), status, wall)
+    meta = {"run_id": f"sweep {record['sweep_id']}", "experiment": cfg.experiment, "paper": exp.paper,
+            "description": exp.description, "versions": versions()}
+    summary = {**meta, **result.model_dump(exclude_unset=True)}
+    write_text(out / "report.md", report_md(cfg, meta, result))
     write_json(out / "summary.json", summary)
     record["report"] = str(out.relative_to(store) / "report.md")
     write_json(_record_path(store, record["sweep_id"]), record)
     return record
 
 
-def axes_summary(record: dict[str, Any], points: list[dict], rows: dict[str, list], rd) -> dict[str, Any]:
+def axes_summary(record: dict[str, Any], points: list[Point], rows: dict[str, list], rd, status: str,
+                 wall_s: float) -> Result:
     """The final value of the main loss metric (mean, sd, min, max over seeds) of every sweep point (and
     in-run grid point), as a table and, against each numeric axis, a figure."""
-    diverged = {(q["run_id"], q["run_point"]): sum(s.get("status") == "diverged" for s in q.get("seeds", []))
-                for q in points}
+    diverged = {(q.run_id, q.run_point): sum(s.status == "diverged" for s in q.seeds) for q in points}
     metric = next((m for m in MAIN_METRICS if m in set(rows["metric"])), None)
     if metric is None:
-        return {"figures": []}
+        return AxesResult(status=status, wall_s=wall_s, figures=[])
     finals = final_values(rows, metric, point="run_point")
     by_run = {p["run_id"]: p["overrides"] for p in record["points"]}
     entries = [(by_run[run], pt, np.asarray(v)) for (run, pt), v in finals.items()]
@@ -369,7 +378,13 @@ def axes_summary(record: dict[str, Any], points: list[dict], rows: dict[str, lis
         series = {k: tuple(np.array(c) for c in zip(*sorted(pts))) for k, pts in series.items()}
         figures.append(plots.final_vs_axis(f"{record['target'].get('experiment', 'quickstart')}: sweep "
                                            f"{record['sweep_id']}", axis, metric, series, rd))
-    return {"metric": metric, "table": table, "figures": figures,
-            "report_lines": [f"Final {metric}: the value at each seed's last finite logged row (a diverged seed's "
-                             "from before it diverged), per sweep point. The run directories hold everything else.",
-                             ""]}
+    return AxesResult(status=status, wall_s=wall_s, metric=metric, table=table, figures=figures,
+                      report_lines=[f"Final {metric}: the value at each seed's last finite logged row (a diverged "
+                                    "seed's from before it diverged), per sweep point. The run directories hold "
+                                    "everything else.", ""])
+
+
+class AxesResult(Result):
+    """A sweep's report over axes that are not its recipe's own grid: the final main loss per point."""
+
+    metric: str | None = None

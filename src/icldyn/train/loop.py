@@ -85,7 +85,7 @@ Optimizer = optax.GradientTransformation | Callable[[PyTree], optax.GradientTran
 
 
 def _opt_for(opt: Optimizer, task: PyTree) -> optax.GradientTransformation:
-    """The optimiser of one seed: fixed, or built from the seed's task (a per-seed learning rate, Goel's Σ̂⁻¹)."""
+    """The optimiser of one seed: fixed, or built from the seed's task (a per-seed learning rate, a preconditioner from the seed's sample)."""
     return opt if isinstance(opt, optax.GradientTransformation) else opt(task)
 
 

@@ -13,7 +13,7 @@ from icldyn.config import TrainConfig
 
 def clip_per_matrix(max_norm: float, matrix_ndim: int = 2) -> optax.GradientTransformation:
     """Clip the Frobenius norm of every trailing ``matrix_ndim``-D block of every leaf to ``max_norm``
-    (the official Ahn code clips each d×d parameter matrix separately)."""
+    (as the official LinearTransformer code does with each d×d parameter matrix)."""
 
     def clip(g: jax.Array) -> jax.Array:
         axes = tuple(range(g.ndim - matrix_ndim, g.ndim))
@@ -21,17 +21,6 @@ def clip_per_matrix(max_norm: float, matrix_ndim: int = 2) -> optax.GradientTran
         return g * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-30))
 
     return optax.stateless_with_tree_map(lambda g, _: clip(g))
-
-
-def goel_precondition(sigma_hat_inv: jax.Array) -> optax.GradientTransformation:
-    """Algorithm 1's preconditioner (Goel et al.; SPEC §1.6): the gradient of θ = (A, B) is multiplied by
-    P̂⁻¹ = blockdiag(I_p, Σ̂⁻¹), i.e. g_B ← Σ̂⁻¹ g_B, with Σ̂ from the initial sample. Chained before
-    ``optax.sgd(η)`` it gives θ_{t+1} = θ_t − η P̂⁻¹ Ẑ_t."""
-
-    def update(updates, state, params=None):
-        return {**updates, "B": sigma_hat_inv @ updates["B"]}, state
-
-    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
 class LearningRateState(NamedTuple):
@@ -63,8 +52,9 @@ def schedule(cfg: TrainConfig) -> optax.Schedule:
 
 
 def build_optimizer(cfg: TrainConfig, *, lr: float | jax.Array | None = None,
-                    sigma_hat_inv: jax.Array | None = None) -> optax.GradientTransformation:
-    """Clipping (optional), Goel's preconditioner (when ``sigma_hat_inv`` is given), then adam / adamw /
+                    precondition: optax.GradientTransformation | None = None) -> optax.GradientTransformation:
+    """Clipping (optional), a model's preconditioner (``precondition``, a transformation of the gradient), then
+    adam / adamw /
     sgd(momentum) with the configured schedule at peak 1, scaled by the learning rate (``lr``, default
     ``cfg.lr``) kept in the optimiser state: every step of these optimisers is linear in the rate, so runs
     that differ only in it are one compiled program (and one vmapped program on a learning-rate axis)."""
@@ -76,8 +66,8 @@ def build_optimizer(cfg: TrainConfig, *, lr: float | jax.Array | None = None,
     else:
         opt = optax.sgd(sched, momentum=cfg.momentum or None)
     opt = optax.chain(opt, scale_by_lr(cfg.lr if lr is None else lr))
-    if sigma_hat_inv is not None:
-        opt = optax.chain(goel_precondition(sigma_hat_inv), opt)
+    if precondition is not None:
+        opt = optax.chain(precondition, opt)
     if cfg.clip > 0:
         clip = optax.clip_by_global_norm(cfg.clip) if cfg.clip_mode == "global" else clip_per_matrix(cfg.clip)
         opt = optax.chain(clip, opt)

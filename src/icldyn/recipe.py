@@ -1,23 +1,75 @@
-"""Named, reproducible experiment recipes; ``icldyn list`` reads :data:`REGISTRY`.
+"""Recipes: what a paper plug-in declares for each named job, and the pieces every runner shares.
 
-A recipe is a set of overrides of the :class:`~icldyn.config.RunConfig` defaults (the paper
-size), further overrides for ``--quick`` (under a minute on a laptop CPU), and a runner that
-trains, compares with theory and draws figures into a run directory.
+A recipe (:class:`Experiment`) is a set of overrides of the config defaults (the paper size; they name the data and
+model kinds), further overrides for ``--quick`` (under a minute on a laptop CPU), and a runner that trains, compares
+with theory and draws figures into a run directory. Plug-ins list their recipes in their
+:class:`~icldyn.plugins.Paper`; ``icldyn list`` shows every installed one.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
+import typing
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Literal, Protocol
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from icldyn.config import ConfigError, RunConfig, build, merge
 from icldyn.store import RunDir
 from icldyn.train.loop import History, take_slots, train
+
+
+class Typed(BaseModel):
+    """Base of result types: validated on construction, NumPy scalars and arrays accepted as values."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")  # declared fields validated; more kept
+
+
+class Seed(Typed):
+    """One seed of a point: a paper subclasses it with what it measured per seed."""
+
+    seed: int
+    status: Literal["finished", "diverged"] = "finished"
+    diverged_at: int | None = None
+
+
+class Point(Typed):
+    """One trained grid point (or method at it) of a run; a paper subclasses it with what it measured. A sweep's
+    gathered report adds ``run_id`` and ``run_point`` (the label inside its run)."""
+
+    point: str = ""
+    grid: dict[str, Any] = {}
+    overrides: dict[str, Any] = {}
+    seeds: list[Seed] = []
+    run_id: str | None = None
+    run_point: str | None = None
+
+
+class Table(Typed):
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+class Result(Typed):
+    """What a recipe's runner returns — and, with the run's metadata, its summary.json — read by attribute by the
+    paper's claims and figures, the sweeps and the CLI. A paper subclasses it with its point type (``points``) and
+    its recipe-level findings (fitted slopes, tracking, …); unset fields are None."""
+
+    status: Literal["finished", "diverged"]
+    wall_s: float
+    points: list[Point] = []
+    table: Table | None = None
+    figures: list[str] = []
+    report_lines: list[str] = []
+    headline: list[str] = []
+
+    @classmethod
+    def point_type(cls) -> type[Point]:
+        return typing.get_args(cls.model_fields["points"].annotation)[0]
 
 
 class Reporter(Protocol):
@@ -36,15 +88,16 @@ class Experiment:
     name: str
     paper: str
     description: str
-    runner: Callable[..., dict[str, Any]]  # (cfg, run_dir, reporter) -> summary
+    runner: Callable[..., Result]  # (cfg, run_dir, reporter) -> result
     defaults: dict[str, Any] = field(default_factory=dict)
     quick: dict[str, Any] = field(default_factory=dict)
-    # (cfgs, run_dirs, reporter) -> summaries: runs that differ only in ``group_fields`` as one program (sweeps)
-    group_runner: Callable[..., list[dict[str, Any]]] | None = None
+    result: type[Result] = Result  # the typed result its runner returns (summary.json: this and the run's metadata)
+    # (cfgs, run_dirs, reporter) -> results: runs that differ only in ``group_fields`` as one program (sweeps)
+    group_runner: Callable[..., list[Result]] | None = None
     group_fields: tuple[str, ...] = ()  # config keys that change values only, never a program's shapes
-    # (cfg, result with "points", metric rows, figure dir) -> summary: the recipe's figures, table and notes
+    # (cfg, {"points": typed points, ...}, metric rows, figure dir) -> result: the recipe's figures, table and notes
     # from its points, used by its runner and by a sweep over its grid (icldyn.sweep.report)
-    combine: Callable[..., dict[str, Any]] | None = None
+    combine: Callable[..., Result] | None = None
     # (grid point's overrides, recipe config) -> the further overrides that point implies (a sweep's points)
     derive: Callable[[dict[str, Any], RunConfig], dict[str, Any]] | None = None
     # cfg -> the paper's assumptions that this (valid) config does not meet, one line each (summary, report)
@@ -64,20 +117,6 @@ class Experiment:
             raise ConfigError(f"experiment = {raw['experiment']!r} does not match the recipe {self.name!r}")
         raw["experiment"] = self.name
         return build(raw)
-
-
-REGISTRY: dict[str, Experiment] = {}
-
-
-def register(exp: Experiment) -> Experiment:
-    REGISTRY[exp.name] = exp
-    return exp
-
-
-def get(name: str) -> Experiment:
-    if name not in REGISTRY:
-        raise ConfigError(f"unknown experiment {name!r}; allowed: {', '.join(REGISTRY)}")
-    return REGISTRY[name]
 
 
 def history_rows(run_id: str, point: str, seeds: list[int], hist: History, rows: dict[str, list]) -> None:
@@ -171,6 +210,61 @@ def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, pr
     return [take_slots(params, hist, r) for r in rows]
 
 
+@dataclass
+class Job:
+    """One compiled training at a recipe's grid point, for every run of the program (:func:`run_jobs`).
+
+    ``targets``: (run index, label, seeds) of each training target, owning consecutive slots of the seed axis (one
+    target, several runs stacked on the seed axis, or one per learning rate of ``lrs`` — see :func:`train_point`).
+    ``summarise(trained, wall_s)`` gets each target's (params, history) and returns each target's point summary;
+    ``arrays(t)`` (optional) gives more arrays of target ``t`` to save beside its parameters, keyed
+    ``seed<seed>/<name>``."""
+
+    cfg: RunConfig
+    targets: list[tuple[int, str, list[int]]]
+    problem: Any
+    opt: Any  # an optax transformation, or task -> transformation
+    tasks: Any
+    tests: Any
+    keys: Any
+    summarise: Callable[[list[tuple[Any, History]], float], list[dict[str, Any]]]
+    lrs: list[float] | None = None
+    slot_lrs: list[float] | None = None
+    arrays: Callable[[int], dict[str, np.ndarray]] | None = None
+    description: str = ""
+
+
+def run_jobs(rds: list[RunDir], reporter: Reporter, jobs: Iterable[Job]) -> list[tuple[list[dict], dict[str, list]]]:
+    """The runner skeleton every recipe uses: train each job (:func:`train_point`: metrics flushed per chunk,
+    checkpoints, resume), append each target's metric rows and point summary to its run, and after every job write
+    each run's metrics and parameters (``<label>/seed<seed>/<name>`` in params.npz), so an interrupted run keeps
+    what it finished. Returns (points, metric rows) per run."""
+    rows: list[dict[str, list]] = [defaultdict(list) for _ in rds]
+    arrays: list[dict[str, np.ndarray]] = [{} for _ in rds]
+    points: list[list[dict]] = [[] for _ in rds]
+    for job in jobs:
+        tick = reporter.start(job.description or job.targets[0][1] or job.cfg.experiment, job.cfg.train.steps)
+        start = time.time()
+        trained = train_point([(rds[m], label, seeds) for m, label, seeds in job.targets], job.cfg, job.problem,
+                              job.opt, job.tasks, job.tests, job.keys, tick, job.lrs, job.slot_lrs)
+        summaries = job.summarise(trained, time.time() - start)
+        for t, ((m, label, seeds), (params, hist), point) in enumerate(zip(job.targets, trained, summaries)):
+            history_rows(rds[m].run_id, label, seeds, hist, rows[m])
+            prefix = f"{label}/" if label else ""
+            for i, seed in enumerate(seeds):
+                for key, leaf in params.items():
+                    arrays[m][f"{prefix}seed{seed}/{key}"] = np.asarray(leaf[i])
+            for key, value in (job.arrays(t) if job.arrays else {}).items():
+                arrays[m][prefix + key] = value
+            points[m].append(point)
+        for m in dict.fromkeys(m for m, _, _ in job.targets):
+            rds[m].write_metrics(rows[m])
+            for label in dict.fromkeys(label for mm, label, _ in job.targets if mm == m):
+                rds[m].clear_parts(label)
+            rds[m].write_params(arrays[m])
+    return [(points[m], rows[m]) for m in range(len(rds))]
+
+
 def grid_points(cfg: RunConfig) -> list[tuple[str, dict[str, Any]]]:
     """(label, overrides) for every point of the grid's product; one unnamed point without a grid."""
     if not cfg.grid:
@@ -181,9 +275,3 @@ def grid_points(cfg: RunConfig) -> list[tuple[str, dict[str, Any]]]:
         over = dict(zip(keys, values))
         points.append((",".join(f"{k}={v}" for k, v in over.items()), over))
     return points
-
-
-from icldyn.experiments import ahn as _ahn  # noqa: E402,F401  (registers the recipes)
-from icldyn.experiments import goel as _goel  # noqa: E402,F401
-from icldyn.experiments import huang as _huang  # noqa: E402,F401
-from icldyn.experiments import crossover as _crossover  # noqa: E402,F401

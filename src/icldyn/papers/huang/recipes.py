@@ -3,7 +3,7 @@ imbalanced features (Thm 3.2; stage-wise convergence and four phases), phase-I l
 tests on task laws unseen in training.
 
 Two trainers, one loop: ``train.oracle = population`` runs GD on the K×K scores with the exact
-expectation over feature counts (:mod:`icldyn.theory.huang`); ``sampled`` runs GD on the full model's Q
+expectation over feature counts (:mod:`icldyn.papers.huang.theory`); ``sampled`` runs GD on the full model's Q
 (d×d) with fresh Monte-Carlo prompts. Both log the same exact metrics of their current parameters.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import time
-from collections import defaultdict
 from typing import Any, NamedTuple
 
 import jax
@@ -19,13 +18,14 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from icldyn import plots
 from icldyn.config import RunConfig, with_overrides
-from icldyn.data.features import W_LAWS, FeatureTask, make_feature_task, sample_feature_prompts, w_second_moment
-from icldyn.experiments import Experiment, Reporter, curve, grid_points, history_rows, register, train_point
-from icldyn.models.softmax_icl import SoftmaxICL
+from icldyn.papers.huang import theory
+from icldyn.papers.huang.data import W_LAWS, FeatureTask, make_feature_task, sample_feature_prompts, w_second_moment
+from icldyn.papers.huang.figures import figures as draw_figures
+from icldyn.papers.huang.model import SoftmaxICL
+from icldyn.papers.huang.results import HuangPoint, HuangResult
+from icldyn.recipe import Experiment, Job, Reporter, Table, curve, grid_points, run_jobs
 from icldyn.store import RunDir
-from icldyn.theory import huang as theory
 from icldyn.train.loop import History, Problem
 from icldyn.train.optimizers import build_optimizer
 
@@ -124,7 +124,7 @@ def is_imbalanced(p: np.ndarray) -> bool:
     return bool(p[0] > 1.5 * p[1:].max()) if len(p) > 1 else False
 
 
-def summarise(label: str, method: Method, pcfg: RunConfig, setup: Setup, hist: History, wall: float) -> dict:
+def summarise_point(label: str, method: Method, pcfg: RunConfig, setup: Setup, hist: History, wall: float) -> dict:
     """Per seed: final loss and attention, and phase boundaries per tracked feature (SPEC §2.5)."""
     p = np.asarray(setup.tasks.p[0], np.float64)
     imbalanced = is_imbalanced(p)
@@ -191,33 +191,29 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
         n_power: int | None = None) -> dict[str, Any]:
     """Train every (grid point × method). ``n_power``: set N = K^n_power and d = K at each point."""
     t0 = time.time()
-    rows: dict[str, list] = defaultdict(list)
-    arrays: dict[str, np.ndarray] = {}
-    points, hists = [], {}
-    for glabel, gover in grid_points(cfg):
-        for method in methods:
-            over = {**gover, **method.overrides}
-            if n_power:
-                over.update(scaled_point(over, cfg, n_power))
-            pcfg = with_overrides(cfg, over)
-            setup = build(pcfg)
-            label = ", ".join(x for x in (glabel, method.name) if x)
-            tick = reporter.start(label, pcfg.train.steps)
-            start = time.time()
-            [(params, hist)] = train_point([(rd, label, setup.seeds)], pcfg, setup.problem,
-                                           build_optimizer(pcfg.train), setup.tasks, None, setup.keys, tick)
-            wall = time.time() - start
-            history_rows(rd.run_id, label, setup.seeds, hist, rows)
-            point = summarise(label, method, pcfg, setup, hist, wall)
-            hists[label] = hist
-            point["grid"] = gover
-            points.append(point)
-            for i, seed in enumerate(setup.seeds):
-                for k, leaf in params.items():
-                    arrays[f"{label}/seed{seed}/{k}"] = np.asarray(leaf[i])
-            rd.write_metrics(rows)
-            rd.clear_parts(label)
-            rd.write_params(arrays)
+    hists: dict[str, History] = {}
+    last: list = []  # the last trained parameters (huang-ood tests them)
+
+    def jobs():
+        for glabel, gover in grid_points(cfg):
+            for method in methods:
+                over = {**gover, **method.overrides}
+                if n_power:
+                    over.update(scaled_point(over, cfg, n_power))
+                pcfg = with_overrides(cfg, over)
+                setup = build(pcfg)
+                label = ", ".join(x for x in (glabel, method.name) if x)
+
+                def summarise(trained, wall, label=label, method=method, pcfg=pcfg, setup=setup, gover=gover):
+                    [(params, hist)] = trained
+                    hists[label] = hist
+                    last[:] = [params]
+                    return [{**summarise_point(label, method, pcfg, setup, hist, wall), "grid": gover}]
+
+                yield Job(pcfg, [(0, label, setup.seeds)], setup.problem, build_optimizer(pcfg.train), setup.tasks,
+                          None, setup.keys, summarise)
+
+    [(points, rows)] = run_jobs([rd], reporter, jobs())
     result = {"points": points, "wall_s": time.time() - t0}
     ex = [p for p in points if p["oracle"] == "population"]
     mc = [p for p in points if p["oracle"] == "sampled"]
@@ -225,30 +221,29 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
         result["tracking"] = tracking(hists[ex[0]["point"]], hists[mc[0]["point"]])
         result["speed_ratio"] = mc[0]["wall_s"] / ex[0]["wall_s"]
     if cfg.experiment == "huang-ood":
-        result["ood"] = ood(cfg, params)
+        result["ood"] = ood(cfg, last[0])
     return combine(cfg, result, rows, rd)
 
 
-def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> dict[str, Any]:
+def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> HuangResult:
     """The recipe's summary (phase scaling), figures, table and notes from its points — a run's, or a
     sweep's gathered (:func:`icldyn.sweep.report`)."""
-    points = result["points"]
-    result = {**result, "status": "finished" if all(s["status"] == "finished" for p in points for s in p["seeds"])
-              else "diverged"}
+    points = [HuangPoint.model_validate(p) for p in result["points"]]
+    out = {**result, "points": points,
+           "status": "finished" if all(s.status == "finished" for p in points for s in p.seeds) else "diverged"}
     if cfg.experiment == "huang-phase-scaling":
-        result.update(phase_scaling(points))
-    result["figures"] = plots.huang_figures(cfg, result, rows, rd)
-    result["table"] = table(points)
-    result["headline"] = headline(result)
-    result["report_lines"] = result["headline"] + report_lines(result)
-    return result
+        out.update(phase_scaling(points))
+    res = HuangResult(**out)
+    lines = headline(res)
+    return HuangResult(**out, figures=draw_figures(cfg, res, rows, rd), table=table(points), headline=lines,
+                       report_lines=lines + report_lines(res))
 
 
-def phase_scaling(points: list[dict]) -> dict:
+def phase_scaling(points: list[HuangPoint]) -> dict:
     """Fitted exponent of the phase-I length t_½ (mean E[Attn_k] ≥ ½) in K, with a 95% CI (Thm 3.1 bound
     O(K² log K / η))."""
-    ks = np.array([p["K"] for p in points], float)
-    t = np.array([np.mean([s["t_half"] if s["t_half"] is not None else np.nan for s in p["seeds"]])
+    ks = np.array([p.K for p in points], float)
+    t = np.array([np.mean([s.t_half if s.t_half is not None else np.nan for s in p.seeds])
                   for p in points])
     ok = np.isfinite(t)
     out = {"t_half": dict(zip([int(k) for k in ks], [None if not np.isfinite(x) else float(x) for x in t]))}
@@ -287,51 +282,51 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
     return "—" if x is None else format(x, spec) if isinstance(x, (float, int)) else str(x)
 
 
-def table(points: list[dict]) -> dict[str, Any]:
+def table(points: list[HuangPoint]) -> Table:
     cols = ["point", "K", "N", "counts", "final loss", "L_low", "min_k E[Attn_k]", "t_½", "phases (first tracked "
             "under-represented k)", "wall s"]
     out = []
     for p in points:
-        s0 = p["seeds"][0]
-        under = [f for f in s0["features"].values() if f["role"] == "under-represented"]
+        s0 = p.seeds[0]
+        under = [f for f in s0.features.values() if f.role == "under-represented"]
         ph = "—"
         if under:
-            q = under[0]["phases"]
-            ph = f"{_fmt(q['phase_I_end'])} / {_fmt(q['phase_II_end'])} / {_fmt(q['phase_III_end'])}"
-        out.append([p["point"], p["K"], p["N"], "exact" if p["exact_counts"] else "MC", _fmt(p["final_loss"], ".4g"),
-                    _fmt(p["unavoidable_loss"]), _fmt(p["final_attn_min"], ".3f"), _fmt(s0["t_half"]), ph,
-                    _fmt(p["wall_s"], ".1f")])
-    return {"columns": cols, "rows": out}
+            q = under[0].phases
+            ph = f"{_fmt(q.phase_I_end)} / {_fmt(q.phase_II_end)} / {_fmt(q.phase_III_end)}"
+        out.append([p.point, p.K, p.N, "exact" if p.exact_counts else "MC", _fmt(p.final_loss, ".4g"),
+                    _fmt(p.unavoidable_loss), _fmt(p.final_attn_min, ".3f"), _fmt(s0.t_half), ph,
+                    _fmt(p.wall_s, ".1f")])
+    return Table(columns=cols, rows=out)
 
 
-def headline(result: dict) -> list[str]:
+def headline(result: HuangResult) -> list[str]:
     lines = []
-    if "tracking" in result:
-        t = result["tracking"]
-        lines.append(f"Monte-Carlo GD ({t['A']['seeds']} seeds) vs exact engine: mean A_k within "
-                     f"{t['A']['max_rel_gap']:.2%} (median {t['A']['median_z']:.1f}, max {t['A']['max_z']:.1f} s.e. "
-                     f"over logged steps), loss within {t['loss']['max_rel_gap']:.2%}; wall time (compile included) "
-                     f"MC / exact = {result['speed_ratio']:.1f}.")
-    if "exponent" in result:
-        lo, hi = result["exponent_ci"]
-        lines.append(f"Phase-I length t_½ ∝ K^{result['exponent']:.2f} (95% CI [{lo:.2f}, {hi:.2f}]); the bound "
-                     f"K² log K has local exponent {result['bound_exponent']:.2f} over these K.")
-    for p in result["points"]:
-        if p["imbalanced"]:
-            s0 = p["seeds"][0]["features"]
-            dom = s0["0"]["converged_at"]
-            under = {k: f["converged_at"] for k, f in s0.items() if f["role"] == "under-represented"}
-            lines.append(f"{p['point']}: dominant feature L_1 < {CONVERGED:g} at t = {_fmt(dom)}; under-represented "
+    if result.tracking is not None:
+        t = result.tracking
+        lines.append(f"Monte-Carlo GD ({t['A'].seeds} seeds) vs exact engine: mean A_k within "
+                     f"{t['A'].max_rel_gap:.2%} (median {t['A'].median_z:.1f}, max {t['A'].max_z:.1f} s.e. "
+                     f"over logged steps), loss within {t['loss'].max_rel_gap:.2%}; wall time (compile included) "
+                     f"MC / exact = {result.speed_ratio:.1f}.")
+    if result.exponent is not None:
+        lo, hi = result.exponent_ci
+        lines.append(f"Phase-I length t_½ ∝ K^{result.exponent:.2f} (95% CI [{lo:.2f}, {hi:.2f}]); the bound "
+                     f"K² log K has local exponent {result.bound_exponent:.2f} over these K.")
+    for p in result.points:
+        if p.imbalanced:
+            s0 = p.seeds[0].features
+            dom = s0["0"].converged_at
+            under = {k: f.converged_at for k, f in s0.items() if f.role == "under-represented"}
+            lines.append(f"{p.point}: dominant feature L_1 < {CONVERGED:g} at t = {_fmt(dom)}; under-represented "
                          f"at t = {', '.join(_fmt(v) for v in under.values())}.")
-    if "ood" in result:
-        ok = all(o["within_3se"] for o in result["ood"])
+    if result.ood is not None:
+        ok = all(o["within_3se"] for o in result.ood)
         lines.append("Unseen task laws, measured ± s.e. (exact prediction with the law's E[wwᵀ]): " + "; ".join(
-            f"{o['law']} {o['measured']:.6f} ± {o['se']:.1e} ({o['predicted']:.6f})" for o in result["ood"])
+            f"{o['law']} {o['measured']:.6f} ± {o['se']:.1e} ({o['predicted']:.6f})" for o in result.ood)
             + f" — all within 3 s.e.: {ok}.")
     return lines
 
 
-def report_lines(result: dict) -> list[str]:
+def report_lines(result: HuangResult) -> list[str]:
     return ["", "Losses are ½E[(ŷ − y)²]. Metrics are exact population quantities of each trainer's current "
             "parameters (the Monte-Carlo trainer's Q projected onto the features). L_low = ½Σ p_k(1 − p_k)^N is the "
             "unavoidable loss of prompts whose query feature is absent. Phases of an under-represented k, with "
@@ -361,38 +356,39 @@ HUANG_MODEL = {"kind": "softmax_icl"}
 HUANG_TRAIN = {"optimizer": "sgd", "lr": 1.0, "schedule": "constant", "clip": 0.0, "dtype": "float64",
                "oracle": "population", "batch": 2048, "steps": 400, "log_every": 5, "max_loss": 1e3}
 
-register(Experiment(
+RECIPES: list[Experiment] = []  # this module's recipes, in `icldyn list` order
+RECIPES.append(Experiment(
     "huang-balanced", "huang",
     "balanced features: A_k, B_{k,n}, E[Attn_k], L_k from Q = 0; exact engine vs Monte-Carlo GD (Thm 3.1)",
-    functools.partial(run, methods=(EXACT, MONTE_CARLO)),
+    functools.partial(run, methods=(EXACT, MONTE_CARLO)), result=HuangResult,
     combine=combine, assumptions=assumptions_not_met,
     defaults={"seeds": 4, "data": {**HUANG_DATA, "features": 8, "d": 8, "n": 512},
               "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 800, "batch": 1024}},
     quick={"data": HUANG_DATA, "train": {"steps": 300}},
 ))
-register(Experiment(
+RECIPES.append(Experiment(
     "huang-imbalanced", "huang",
     "imbalanced features (p_1 = ½): the dominant feature converges first; four phases of the others (Thm 3.2)",
-    functools.partial(run, methods=(EXACT,)),
+    functools.partial(run, methods=(EXACT,)), result=HuangResult,
     combine=combine, assumptions=assumptions_not_met,
     defaults={"data": {**HUANG_DATA, "features": 32, "d": 32, "n": 4096, "p_dominant": 0.5},
               "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 25_000, "log_every": 20}},
     quick={"data": {"features": 8, "d": 8, "n": 512},
            "train": {"steps": 4500, "log_every": 10, "count_samples": 5000}},
 ))
-register(Experiment(
+RECIPES.append(Experiment(
     "huang-phase-scaling", "huang",
     "phase-I length t_½ against K = 4…32 (N = K³): fitted exponent vs the O(K² log K / η) bound",
-    functools.partial(run, methods=(EXACT,), n_power=3),
+    functools.partial(run, methods=(EXACT,), n_power=3), result=HuangResult,
     combine=combine, derive=scaled_point, assumptions=assumptions_not_met,
     defaults={"grid": {"data.features": [4, 8, 16, 32]}, "data": HUANG_DATA, "model": HUANG_MODEL,
               "train": {**HUANG_TRAIN, "steps": 1600, "count_samples": 10_000}},
     quick={"grid": {"data.features": [4, 6, 8, 12, 16]}, "train": {"steps": 450}},
 ))
-register(Experiment(
+RECIPES.append(Experiment(
     "huang-ood", "huang",
     "the trained model on task laws unseen in training (Rademacher, sphere, anisotropic, shifted)",
-    functools.partial(run, methods=(EXACT,)),
+    functools.partial(run, methods=(EXACT,)), result=HuangResult,
     combine=combine, assumptions=assumptions_not_met,
     defaults={"data": HUANG_DATA, "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 400}},
     quick={"train": {"steps": 300}},

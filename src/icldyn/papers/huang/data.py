@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn.config import DataConfig
+from icldyn.papers.huang.config import FeaturesData
 
 
 class FeatureTask(NamedTuple):
@@ -29,7 +29,7 @@ class FeaturePrompts(NamedTuple):
     k: jax.Array  # (b,) the query's feature index
 
 
-def feature_probs(cfg: DataConfig) -> np.ndarray:
+def feature_probs(cfg: FeaturesData) -> np.ndarray:
     K = cfg.features
     if cfg.feature_probs is not None:
         return np.asarray(cfg.feature_probs, np.float64)
@@ -38,7 +38,7 @@ def feature_probs(cfg: DataConfig) -> np.ndarray:
     return np.concatenate([[cfg.p_dominant], np.full(K - 1, (1.0 - cfg.p_dominant) / (K - 1))])
 
 
-def make_feature_task(cfg: DataConfig, seed: int) -> FeatureTask:
+def make_feature_task(cfg: FeaturesData, seed: int) -> FeatureTask:
     """V: the standard basis e_1…e_K, or the first K columns of a seeded random orthogonal matrix."""
     if cfg.feature_basis == "standard":
         V = np.eye(cfg.d)[:, : cfg.features]

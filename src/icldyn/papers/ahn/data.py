@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn.config import DataConfig
+from icldyn.papers.ahn.config import GaussianCovariates, PromptsData
 
 OFFICIAL_SQRT_EIGS = (1.0, 1.0, 0.5, 0.25, 1.0)  # D in x = U D g (official code); Σ = U D² Uᵀ
 
@@ -47,7 +47,7 @@ def random_rotation(d: int, seed: int) -> np.ndarray:
     return U
 
 
-def covariance_eigenvalues(cfg: DataConfig) -> np.ndarray:
+def covariance_eigenvalues(cfg: GaussianCovariates) -> np.ndarray:
     if cfg.covariance == "identity":
         return np.ones(cfg.d)
     if cfg.covariance == "eigenvalues":
@@ -57,7 +57,7 @@ def covariance_eigenvalues(cfg: DataConfig) -> np.ndarray:
     return np.square(OFFICIAL_SQRT_EIGS)  # official: {1, 1, 1/4, 1/16, 1}
 
 
-def make_covariance(cfg: DataConfig, seed: int) -> np.ndarray:
+def make_covariance(cfg: GaussianCovariates, seed: int) -> np.ndarray:
     """Σ = U diag(λ) Uᵀ with a rotation U drawn from ``seed`` (identity needs none), float64."""
     lam = covariance_eigenvalues(cfg)
     if cfg.covariance == "identity":
@@ -72,7 +72,7 @@ def sym_sqrt(S: np.ndarray, power: float = 0.5) -> np.ndarray:
     return (U * lam**power) @ U.T
 
 
-def make_task(cfg: DataConfig, seed: int) -> GaussianTask:
+def make_task(cfg: PromptsData, seed: int) -> GaussianTask:
     sigma = make_covariance(cfg, seed)
     w_sqrt = np.eye(cfg.d) if cfg.w_prior == "identity" else sym_sqrt(sigma, -0.5)
     return GaussianTask(sigma, sym_sqrt(sigma), w_sqrt, np.asarray(cfg.noise_std))

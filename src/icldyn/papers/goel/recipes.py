@@ -12,20 +12,20 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections import defaultdict
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn import plots
 from icldyn.config import RunConfig, with_overrides
-from icldyn.data.regression import RegressionTask, make_regression_task, sample_regression
-from icldyn.experiments import Experiment, Reporter, curve, grid_points, history_rows, register, train_point
-from icldyn.models.softmax_regressor import SoftmaxRegressor
+from icldyn.papers.goel import theory
+from icldyn.papers.goel.data import RegressionTask, make_regression_task, sample_regression
+from icldyn.papers.goel.figures import figures as draw_figures
+from icldyn.papers.goel.model import SoftmaxRegressor, precondition
+from icldyn.papers.goel.results import GoelPoint, GoelResult
+from icldyn.recipe import Experiment, Job, Reporter, Table, curve, grid_points, run_jobs
 from icldyn.store import RunDir
-from icldyn.theory import goel as theory
 from icldyn.train.loop import History, Problem
 from icldyn.train.optimizers import build_optimizer
 
@@ -103,7 +103,7 @@ def build(cfg: RunConfig) -> Setup:
                 "p_distance": theory.project(A, B, task.M, task.sigma).distance}
 
     def opt(task: GoelTask):
-        return build_optimizer(train_cfg, sigma_hat_inv=task.sigma_hat_inv if train_cfg.precondition else None)
+        return build_optimizer(train_cfg, precondition=precondition(task.sigma_hat_inv) if train_cfg.precondition else None)
 
     problem = Problem(init=init, sample=sample, loss=loss, evaluate=evaluate, seed_map="vmap")
     return Setup(problem, opt, tasks, keys, seeds, [theory.assumptions(base[s].M, base[s].sigma) for s in seeds])
@@ -142,7 +142,7 @@ _project = jax.jit(theory.project)
 
 
 def predicted_rate(pcfg: RunConfig, tasks: GoelTask, i: int, lr: float, params: dict) -> dict[str, float] | None:
-    """Seed i's local rate of the P-distance from theory (:func:`icldyn.theory.goel.local_rate`) at the point of
+    """Seed i's local rate of the P-distance from theory (:func:`icldyn.papers.goel.theory.local_rate`) at the point of
     S its run converges to (the projection of its final parameters: with P̂ that is close to the projection of
     the start, without it the iterates drift along S first), for plain GD with the population oracle and the
     regulariser from the spectral initialisation (with or without P̂); None for every other method."""
@@ -159,7 +159,7 @@ def predicted_rate(pcfg: RunConfig, tasks: GoelTask, i: int, lr: float, params: 
     return {"mu": r.mu, "eta_best": r.eta_best, "mu_best": r.mu_best}
 
 
-def summarise(label: str, method: Method, pcfg: RunConfig, lr: float, seeds: list[int], hist: History,
+def summarise_point(label: str, method: Method, pcfg: RunConfig, lr: float, seeds: list[int], hist: History,
               wall: float, tasks: GoelTask, params: dict) -> dict[str, Any]:
     """Per-seed curves → iterations to TARGET, fitted μ of the P-distance (and theory's, where it applies),
     final and initial excess loss."""
@@ -192,11 +192,11 @@ def summarise(label: str, method: Method, pcfg: RunConfig, lr: float, seeds: lis
             "final_p_distance": float(np.mean([s["final_p_distance"] for s in out_seeds]))}
 
 
-def _better(a: dict, b: dict) -> bool:
+def _better(a: GoelPoint, b: GoelPoint) -> bool:
     """Tuning order: reaches the target sooner; else lower final excess loss (a diverged setting last)."""
     def key(p):
-        final = p["final_excess"] if np.isfinite(p["final_excess"]) else np.inf
-        return p["steps_to_target"] is None, p["steps_to_target"] or 0, final
+        final = p.final_excess if np.isfinite(p.final_excess) else np.inf
+        return p.steps_to_target is None, p.steps_to_target or 0, final
 
     return key(a) < key(b)
 
@@ -219,109 +219,103 @@ def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter,
     job: the runs stacked on the seed axis); a method's learning rates are the trainer's learning-rate axis."""
     t0 = time.time()
     cfg, runs = cfgs[0], range(len(cfgs))
-    rows: list[dict[str, list]] = [defaultdict(list) for _ in runs]
-    arrays: list[dict[str, np.ndarray]] = [{} for _ in runs]
-    points: list[list[dict]] = [[] for _ in runs]
     checks: list[list[dict]] = [[] for _ in runs]
-    for glabel, gover in grid_points(cfg):
-        for method in methods:
-            pcfgs = [with_overrides(c, {**gover, **method.overrides}) for c in cfgs]
-            setups = [build(c) for c in pcfgs]
-            data = stack(setups) if len(cfgs) > 1 else setups[0]
-            name = ", ".join(x for x in (glabel, method.name) if x)
-            tick = reporter.start(name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)", pcfgs[0].train.steps)
-            start = time.time()
-            labels = [name + f" (lr={lr:g})" for lr in method.lrs] or [name]
-            # slots: rate-major, then the runs' seeds in order — one target per (rate, run)
-            targets = [(rds[m], label, setups[m].seeds) for label in labels for m in runs]
-            untuned_stack = not method.lrs and len(cfgs) > 1  # each run's slots at its own train.lr
-            slot_lrs = [c.train.lr for c, s in zip(pcfgs, setups) for _ in s.seeds] if untuned_stack else None
-            trained = iter(train_point(targets, pcfgs[0], data.problem, data.opt, data.tasks, None, data.keys, tick,
-                                       list(method.lrs) or None, slot_lrs))
-            wall = time.time() - start
-            tuned: list[list[dict]] = [[] for _ in runs]
-            for (g, label), m in itertools.product(enumerate(labels), runs):  # the targets' order
-                params, hist = next(trained)
-                seeds = setups[m].seeds
-                history_rows(rds[m].run_id, label, seeds, hist, rows[m])
-                lr = method.lrs[g] if method.lrs else pcfgs[m].train.lr
-                point = summarise(label, method, pcfgs[m], lr, seeds, hist, wall, setups[m].tasks, params)
-                point["grid"] = gover
-                for i, seed in enumerate(seeds):
-                    for k, leaf in params.items():
-                        arrays[m][f"{label}/seed{seed}/{k}"] = np.asarray(leaf[i])
-                tuned[m].append(point)
-            for m in runs:
-                checks[m] += [a for a in setups[m].assumptions if a not in checks[m]]
-                if method.lrs:
-                    best = functools.reduce(lambda a, b: b if _better(b, a) else a, tuned[m])
-                    for p in tuned[m]:
-                        p["tuned_best"] = p is best
-                points[m] += tuned[m]
-                rds[m].write_metrics(rows[m])
-                for label in labels:
-                    rds[m].clear_parts(label)
-                rds[m].write_params(arrays[m])
+
+    def jobs():
+        for glabel, gover in grid_points(cfg):
+            for method in methods:
+                pcfgs = [with_overrides(c, {**gover, **method.overrides}) for c in cfgs]
+                setups = [build(c) for c in pcfgs]
+                for m in runs:
+                    checks[m] += [a for a in setups[m].assumptions if a not in checks[m]]
+                data = stack(setups) if len(cfgs) > 1 else setups[0]
+                name = ", ".join(x for x in (glabel, method.name) if x)
+                labels = [name + f" (lr={lr:g})" for lr in method.lrs] or [name]
+                # slots: rate-major, then the runs' seeds in order — one target per (rate, run)
+                targets = [(m, label, setups[m].seeds) for label in labels for m in runs]
+                untuned_stack = not method.lrs and len(cfgs) > 1  # each run's slots at its own train.lr
+                slot_lrs = [c.train.lr for c, s in zip(pcfgs, setups) for _ in s.seeds] if untuned_stack else None
+
+                def summarise(trained, wall, method=method, pcfgs=pcfgs, setups=setups, labels=labels, gover=gover):
+                    tuned: list[list[dict]] = [[] for _ in runs]
+                    out = []
+                    for ((g, label), m), (params, hist) in zip(itertools.product(enumerate(labels), runs), trained):
+                        lr = method.lrs[g] if method.lrs else pcfgs[m].train.lr
+                        point = GoelPoint.model_validate({**summarise_point(
+                            label, method, pcfgs[m], lr, setups[m].seeds, hist, wall, setups[m].tasks, params),
+                            "grid": gover})
+                        tuned[m].append(point)
+                        out.append(point)
+                    for m in runs:
+                        if method.lrs:
+                            best = functools.reduce(lambda a, b: b if _better(b, a) else a, tuned[m])
+                            for p in tuned[m]:
+                                p.tuned_best = p is best
+                    return out
+
+                yield Job(pcfgs[0], targets, data.problem, data.opt, data.tasks, None, data.keys, summarise,
+                          list(method.lrs) or None, slot_lrs,
+                          description=name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)")
+
     out = []
-    for m in runs:
+    for m, (points, rows) in enumerate(run_jobs(rds, reporter, jobs())):
         warnings = sorted({w for a in checks[m] for w in a["warnings"]})
-        out.append(combine(cfgs[m], {"points": points[m], "assumptions": checks[m], "warnings": warnings,
-                                     "wall_s": time.time() - t0}, rows[m], rds[m]))
+        out.append(combine(cfgs[m], {"points": points, "assumptions": checks[m], "warnings": warnings,
+                                     "wall_s": time.time() - t0}, rows, rds[m]))
     return out
 
 
-def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> dict[str, Any]:
+def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> GoelResult:
     """The recipe's summary (speed-up, slope, iterations by κ), figures, table and notes from its points —
     a run's, or a sweep's gathered (:func:`icldyn.sweep.report`)."""
-    points = result["points"]
+    points = [GoelPoint.model_validate(p) for p in result["points"]]
     # a learning rate that diverges while being tuned is a tuning result, not a failed run
-    result = {**result, "target": TARGET,
-              "status": "finished" if all(s["status"] == "finished" for p in _shown(points) for s in p["seeds"])
-              else "diverged"}
-    result.update(RECIPE_SUMMARIES.get(cfg.experiment, lambda c, p: {})(cfg, points))
-    result["figures"] = plots.goel_figures(cfg, result, rows, rd)
-    result["table"] = table(points)
-    result["headline"] = headline(result)
-    result["report_lines"] = headline(result) + report_lines(result)
-    return result
+    out = {**result, "points": points, "target": TARGET,
+           "status": "finished" if all(s.status == "finished" for p in _shown(points) for s in p.seeds)
+           else "diverged"}
+    out.update(RECIPE_SUMMARIES.get(cfg.experiment, lambda c, p: {})(cfg, points))
+    res = GoelResult(**out)
+    lines = headline(res)
+    return GoelResult(**out, figures=draw_figures(cfg, res, rows, rd), table=table(points), headline=lines,
+                      report_lines=lines + report_lines(res))
 
 
-def _shown(points: list[dict]) -> list[dict]:
+def _shown(points: list[GoelPoint]) -> list[dict]:
     """Points a summary shows: every untuned method, and the best learning rate of a tuned one."""
-    return [p for p in points if p.get("tuned_best", True)]
+    return [p for p in points if p.tuned_best is not False]
 
 
-def convergence_summary(cfg: RunConfig, points: list[dict]) -> dict[str, Any]:
+def convergence_summary(cfg: RunConfig, points: list[GoelPoint]) -> dict[str, Any]:
     """Iterations (and seconds) to excess loss TARGET: Algorithm 1 against the best-tuned Adam."""
-    alg = next(p for p in points if p["method"] == "algorithm 1" and p.get("tuned_best", True))
-    adams = [p for p in points if p["method"].startswith("Adam") and p.get("tuned_best")]
+    alg = next(p for p in points if p.method == "algorithm 1" and p.tuned_best is not False)
+    adams = [p for p in points if p.method.startswith("Adam") and p.tuned_best]
     adam = functools.reduce(lambda a, b: b if _better(b, a) else a, adams) if adams else None
-    out = {"algorithm1_steps": alg["steps_to_target"], "algorithm1_mu": alg["mu"], "algorithm1_lr": alg["lr"],
-           "algorithm1_mu_theory": alg.get("mu_theory")}
-    best = [s["predicted"] for s in alg["seeds"] if s.get("predicted")]
+    out = {"algorithm1_steps": alg.steps_to_target, "algorithm1_mu": alg.mu, "algorithm1_lr": alg.lr,
+           "algorithm1_mu_theory": alg.mu_theory}
+    best = [s.predicted for s in alg.seeds if s.predicted]
     if best:  # the slowest seed's best local rate over every step size
-        slowest = max(best, key=lambda b: b["mu_best"])
-        out["algorithm1_mu_best"], out["algorithm1_eta_best"] = slowest["mu_best"], slowest["eta_best"]
+        slowest = max(best, key=lambda b: b.mu_best)
+        out["algorithm1_mu_best"], out["algorithm1_eta_best"] = slowest.mu_best, slowest.eta_best
     if adam is not None:
-        out["adam_best"] = adam["point"]
-        out["adam_best_lr"] = adam["lr"]
-        out["adam_first_below"] = max(s["first_below_target"] or cfg.train.steps for s in adam["seeds"])
-        out["adam_steps"] = adam["steps_to_target"]
+        out["adam_best"] = adam.point
+        out["adam_best_lr"] = adam.lr
+        out["adam_first_below"] = max(s.first_below_target or cfg.train.steps for s in adam.seeds)
+        out["adam_steps"] = adam.steps_to_target
         budget = cfg.train.steps
-        if alg["steps_to_target"]:
+        if alg.steps_to_target:
             # Adam not reaching the target within the budget makes the ratio a lower bound
-            out["speedup_lower_bound"] = adam["steps_to_target"] is None
-            out["speedup"] = (adam["steps_to_target"] or budget) / alg["steps_to_target"]
+            out["speedup_lower_bound"] = adam.steps_to_target is None
+            out["speedup"] = (adam.steps_to_target or budget) / alg.steps_to_target
     return out
 
 
-def sample_size_summary(cfg: RunConfig, points: list[dict]) -> dict[str, Any]:
+def sample_size_summary(cfg: RunConfig, points: list[GoelPoint]) -> dict[str, Any]:
     """Log-log slope of the floor L(θ_∞) − L* against n, with a 95% confidence interval."""
     from scipy import stats
 
-    points = [p for p in points if np.isfinite(p["floor"])]  # a diverged point has no floor
-    ns = np.array([p["n"] for p in points], float)
-    floors = np.array([p["floor"] for p in points])
+    points = [p for p in points if np.isfinite(p.floor)]  # a diverged point has no floor
+    ns = np.array([p.n for p in points], float)
+    floors = np.array([p.floor for p in points])
     if len(ns) < 3:
         return {}
     fit = stats.linregress(np.log(ns), np.log(floors))
@@ -329,11 +323,11 @@ def sample_size_summary(cfg: RunConfig, points: list[dict]) -> dict[str, Any]:
     bound = theory.sample_size_bound(ns)
     return {"slope": float(fit.slope), "slope_ci": [float(fit.slope - half), float(fit.slope + half)],
             "bound_slope": float(np.polyfit(np.log(ns), np.log(bound), 1)[0]),
-            "floor_below_init": bool(all(p["floor"] < p["initial_excess"] for p in points))}
+            "floor_below_init": bool(all(p.floor < p.initial_excess for p in points))}
 
 
-def conditioning_summary(cfg: RunConfig, points: list[dict]) -> dict[str, Any]:
-    return {"steps_by_kappa": {p["point"]: p["steps_to_target"] for p in points}}
+def conditioning_summary(cfg: RunConfig, points: list[GoelPoint]) -> dict[str, Any]:
+    return {"steps_by_kappa": {p.point: p.steps_to_target for p in points}}
 
 
 RECIPE_SUMMARIES = {"goel-convergence": convergence_summary, "goel-sample-size": sample_size_summary,
@@ -344,46 +338,46 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
     return "—" if x is None else format(x, spec) if isinstance(x, (float, int)) else str(x)
 
 
-def table(points: list[dict]) -> dict[str, Any]:
+def table(points: list[GoelPoint]) -> Table:
     cols = ["point", "oracle", f"iterations to stay < {TARGET:g}", "μ (P-distance)", "μ (theory)", "initial excess",
             "final excess", "floor", "final P-distance", "wall s"]
-    rows = [[p["point"], p["oracle"], _fmt(p["steps_to_target"]), _fmt(p["mu"], ".4f"),
-             _fmt(p.get("mu_theory"), ".4f"), _fmt(p["initial_excess"]),
-             _fmt(p["final_excess"]), _fmt(p["floor"]), _fmt(p["final_p_distance"]), _fmt(p["wall_s"], ".1f")]
+    rows = [[p.point, p.oracle, _fmt(p.steps_to_target), _fmt(p.mu, ".4f"),
+             _fmt(p.mu_theory, ".4f"), _fmt(p.initial_excess),
+             _fmt(p.final_excess), _fmt(p.floor), _fmt(p.final_p_distance), _fmt(p.wall_s, ".1f")]
             for p in _shown(points)]
-    return {"columns": cols, "rows": rows}
+    return Table(columns=cols, rows=rows)
 
 
-def headline(result: dict[str, Any]) -> list[str]:
-    lines = [f"Assumption warning: {w}" for w in result["warnings"]]
-    if "speedup" in result:
-        bound = "≥ " if result["speedup_lower_bound"] else ""
-        lines += [f"Algorithm 1 reaches excess loss {TARGET:g} (and stays below) in {result['algorithm1_steps']} "
-                  f"iterations; the best-tuned Adam ({result['adam_best']}) in {_fmt(result['adam_steps'])} "
-                  f"(first dips below at {result['adam_first_below']}): {bound}{result['speedup']:.1f}× fewer "
+def headline(result: GoelResult) -> list[str]:
+    lines = [f"Assumption warning: {w}" for w in result.warnings]
+    if result.speedup is not None:
+        bound = "≥ " if result.speedup_lower_bound else ""
+        lines += [f"Algorithm 1 reaches excess loss {TARGET:g} (and stays below) in {result.algorithm1_steps} "
+                  f"iterations; the best-tuned Adam ({result.adam_best}) in {_fmt(result.adam_steps)} "
+                  f"(first dips below at {result.adam_first_below}): {bound}{result.speedup:.1f}× fewer "
                   "iterations (slowest seed each).", ""]
-    if result.get("algorithm1_mu_theory"):
-        lines += [f"Algorithm 1 (η = {result['algorithm1_lr']:g}): the P-distance to S contracts by μ = "
-                  f"{result['algorithm1_mu']:.4f} per iteration (fitted), {result['algorithm1_mu_theory']:.4f} "
+    if result.algorithm1_mu_theory:
+        lines += [f"Algorithm 1 (η = {result.algorithm1_lr:g}): the P-distance to S contracts by μ = "
+                  f"{result.algorithm1_mu:.4f} per iteration (fitted), {result.algorithm1_mu_theory:.4f} "
                   "predicted by linearising at θ* (mean over seeds). No step size contracts faster than "
-                  f"μ* = {result['algorithm1_mu_best']:.4f} (η* = {result['algorithm1_eta_best']:.3g}) for the "
+                  f"μ* = {result.algorithm1_mu_best:.4f} (η* = {result.algorithm1_eta_best:.3g}) for the "
                   "slowest seed.", ""]
-    if "slope" in result:
-        lo, hi = result["slope_ci"]
-        lines += [f"Floor vs n: log-log slope {result['slope']:.2f} (95% CI [{lo:.2f}, {hi:.2f}]); the bound "
-                  f"n⁻² log⁶ n has slope {result['bound_slope']:.2f} over the same n.", ""]
+    if result.slope is not None:
+        lo, hi = result.slope_ci
+        lines += [f"Floor vs n: log-log slope {result.slope:.2f} (95% CI [{lo:.2f}, {hi:.2f}]); the bound "
+                  f"n⁻² log⁶ n has slope {result.bound_slope:.2f} over the same n.", ""]
     return lines
 
 
-def report_lines(result: dict[str, Any]) -> list[str]:
+def report_lines(result: GoelResult) -> list[str]:
     lines = []
-    tuned = [p for p in result["points"] if "tuned_best" in p]
+    tuned = [p for p in result.points if p.tuned_best is not None]
     if tuned and len(tuned) <= 30:
         lines += ["Learning-rate tuning (one program): " + ", ".join(
-            f"{p['method']} lr {p['lr']:g} → "
-            + ("diverged" if any(x["status"] == "diverged" for x in p["seeds"])
-               else f"{_fmt(p['steps_to_target'])} it., final {_fmt(p['final_excess'])}") for p in tuned), ""]
-    a = result["assumptions"][0]
+            f"{p.method} lr {p.lr:g} → "
+            + ("diverged" if any(x.status == "diverged" for x in p.seeds)
+               else f"{_fmt(p.steps_to_target)} it., final {_fmt(p.final_excess)}") for p in tuned), ""]
+    a = result.assumptions[0]
     lines += ["", f"‖MΣ^½‖_op = {a['norm_M_sigma_half']:.4g}, σ_d(MΣ^½) = {a['sigma_d']:.4g}, κ(Σ) = "
               f"{a['kappa_sigma']:.3g} (seed 0). Excess loss L(θ) − L* and the P-distance to the manifold S are "
               "exact closed forms; 'floor' is the mean excess over the last quarter of the run.", ""]
@@ -392,7 +386,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
 
 def assumptions_not_met(cfg: RunConfig) -> list[str]:
     """Goel et al.'s assumptions (SPEC §1.8: p ≥ d, MΣ^½ of full column rank, ‖MΣ^½‖_op < 1/16) that a seed's
-    regression task does not meet (:func:`icldyn.theory.goel.assumptions`)."""
+    regression task does not meet (:func:`icldyn.papers.goel.theory.assumptions`)."""
     tasks = [make_regression_task(cfg.data, s) for s in range(cfg.seed, cfg.seed + cfg.seeds)]
     found = [w for t in tasks for w in theory.assumptions(t.M, t.sigma)["warnings"]]
     return list(dict.fromkeys(found))
@@ -405,19 +399,20 @@ GOEL_TRAIN = {"optimizer": "sgd", "lr": 20.0, "precondition": True, "regularizer
               "schedule": "constant", "clip": 0.0, "dtype": "float64", "batch": 50, "steps": 2000, "log_every": 5,
               "max_loss": 1e3}
 
-register(Experiment(
+RECIPES: list[Experiment] = []  # this module's recipes, in `icldyn list` order
+RECIPES.append(Experiment(
     "goel-convergence", "goel",
     "Algorithm 1 vs GD / tuned Adam / SGD and its ablations: excess loss and P-distance to S, fitted rate μ",
-    functools.partial(run, methods=CONVERGENCE_METHODS),
+    functools.partial(run, methods=CONVERGENCE_METHODS), result=GoelResult,
     group_runner=functools.partial(run_group, methods=CONVERGENCE_METHODS), group_fields=GROUP_FIELDS,
     combine=combine, assumptions=assumptions_not_met,
     defaults={"seeds": 5, "data": GOEL_DATA, "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 5000}},
     quick={"seeds": 2, "train": {"steps": 2000, "batch": 16}},
 ))
-register(Experiment(
+RECIPES.append(Experiment(
     "goel-sample-size", "goel",
     "Algorithm 1 with sampled gradients: the floor L(θ_∞) − L* against n, beside the n⁻² log⁶ n bound",
-    functools.partial(run, methods=ALGORITHM1),
+    functools.partial(run, methods=ALGORITHM1), result=GoelResult,
     group_runner=functools.partial(run_group, methods=ALGORITHM1), group_fields=GROUP_FIELDS,
     combine=combine, assumptions=assumptions_not_met,
     defaults={"seeds": 5, "grid": {"data.n": [20, 50, 100, 200, 500, 1000, 2000]}, "data": GOEL_DATA,
@@ -426,10 +421,10 @@ register(Experiment(
                                              "steps": 1500, "log_every": 10}},
     quick={"seeds": 2, "grid": {"data.n": [20, 40, 80, 160, 320]}, "train": {"steps": 800}},
 ))
-register(Experiment(
+RECIPES.append(Experiment(
     "goel-conditioning", "goel",
     "iterations to excess loss 1e-8 against κ(Σ) ∈ {1, 10, 100}, with and without the preconditioner",
-    functools.partial(run, methods=CONDITIONING_METHODS),
+    functools.partial(run, methods=CONDITIONING_METHODS), result=GoelResult,
     group_runner=functools.partial(run_group, methods=CONDITIONING_METHODS), group_fields=GROUP_FIELDS,
     combine=combine, assumptions=assumptions_not_met,
     defaults={"seeds": 5, "grid": {"data.condition_number": [1.0, 10.0, 100.0]}, "data": GOEL_DATA,

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+import optax
 
-from icldyn.theory.goel import regulariser
+from icldyn.papers.goel.theory import regulariser
 
 Params = dict[str, jax.Array]  # {"A": (p, d), "B": (d, d)}
 GROUP_ELEMENTS = 320_000  # attention weights per group of prompts in the loss (a cache-sized block)
@@ -60,3 +61,14 @@ class SoftmaxRegressor:
         sigma_hat = jnp.swapaxes(X, -1, -2) @ X / X.shape[-2]
         return jnp.mean(jax.vmap(lambda S: regulariser(params["A"], params["B"], S))(sigma_hat.reshape(-1, self.d,
                                                                                                       self.d)))
+
+
+def precondition(sigma_hat_inv: jax.Array) -> optax.GradientTransformation:
+    """Algorithm 1's preconditioner (Goel et al.; SPEC §1.6): the gradient of θ = (A, B) is multiplied by
+    P̂⁻¹ = blockdiag(I_p, Σ̂⁻¹), i.e. g_B ← Σ̂⁻¹ g_B, with Σ̂ from the initial sample. Chained before
+    ``optax.sgd(η)`` it gives θ_{t+1} = θ_t − η P̂⁻¹ Ẑ_t."""
+
+    def update(updates, state, params=None):
+        return {**updates, "B": sigma_hat_inv @ updates["B"]}, state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)

@@ -84,7 +84,7 @@ def cache_dir() -> Path:
 def source() -> Path | None:
     """The kernel's C source as a file (shipped as package data), or None where it is missing."""
     try:
-        path = Path(str(importlib.resources.files("icldyn.models") / SOURCE_NAME))
+        path = Path(str(importlib.resources.files("icldyn.papers.ahn") / SOURCE_NAME))
     except (ModuleNotFoundError, TypeError):
         return None
     return path if path.is_file() else None
@@ -292,7 +292,7 @@ def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarra
 def sample_moments_np(sigma_sqrt: np.ndarray, w_sqrt: np.ndarray, noise_std, key: np.ndarray, batch: int,
                       n: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fresh Gaussian prompts reduced to (Ŝ, z_q, y_q) as they are drawn (Philox4x32-10, Box-Muller):
-    the law of :func:`icldyn.data.gaussian.sample_prompts` followed by ``moments``. ``key``: (..., 2)
+    the law of :func:`icldyn.papers.ahn.data.sample_prompts` followed by ``moments``. ``key``: (..., 2)
     uint32; leading axes (seeds) broadcast."""
     dtype = np.float64 if sigma_sqrt.dtype == np.float64 else np.float32
     lib = library(sigma_sqrt.shape[-1] + 1)

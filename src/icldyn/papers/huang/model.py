@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from icldyn.data.features import FeaturePrompts
+from icldyn.papers.huang.data import FeaturePrompts
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from icldyn.config import ConfigError, RunConfig
-from icldyn.data.gaussian import GaussianTask, Prompts, make_task, sample_prompts, sample_prompts_philox
-from icldyn.models import kernel
-from icldyn.models.linear_attention import LinearTransformer, Moments, resolve_forward
+from icldyn.papers.ahn import kernel
+from icldyn.papers.ahn.data import GaussianTask, Prompts, make_task, sample_prompts, sample_prompts_philox
+from icldyn.papers.ahn.model import LinearTransformer, Moments, resolve_forward
 from icldyn.train.loop import Problem
 
 TEST_KEY, VAL_KEY = 99, 999  # the official code's test and validation seeds
@@ -79,7 +79,9 @@ def execution(cfg: RunConfig) -> dict:
                           f"{kernel.status(cfg.data.d + 1).reason}; allowed: 'auto', 'jax' (the same draws)")
     form = resolve_forward(cfg.model, cfg.data.d)
     sampler = resolve_sampler(cfg, form)
-    return {"forward": form, "sampler": sampler, "kernel": kernel.status(cfg.data.d + 1).as_dict()}
+    k = kernel.status(cfg.data.d + 1)
+    return {"forward": form, "sampler": sampler, "kernel": k.as_dict(),
+            "note": f"forward `{form}`, sampler `{sampler}`; C kernel {k.origin} ({k.reason}; compiler {k.compiler})"}
 
 
 def build(cfg: RunConfig) -> Setup:

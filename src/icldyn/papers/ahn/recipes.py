@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from typing import Any
 
 import jax
@@ -12,18 +11,20 @@ import numpy as np
 
 from icldyn import plots
 from icldyn.config import RunConfig, with_overrides
-from icldyn.data.gaussian import w_covariance
-from icldyn.experiments import Experiment, Reporter, grid_points, history_rows, register, train_point
-from icldyn.experiments import ahn_setup
+from icldyn.papers.ahn import setup as ahn_setup
+from icldyn.papers.ahn import theory
+from icldyn.papers.ahn.data import w_covariance
+from icldyn.papers.ahn.figures import figures as draw_figures
+from icldyn.papers.ahn.results import AhnPoint, AhnResult
+from icldyn.recipe import Experiment, Job, Reporter, Table, grid_points, run_jobs
 from icldyn.store import RunDir
-from icldyn.theory import ahn as theory
 from icldyn.train.loop import History
 from icldyn.train.optimizers import build_optimizer
 
 # The official code's training set-up (SPEC §3.5), shared by the paper-size recipes.
 OFFICIAL_TRAIN = {"optimizer": "adamw", "b1": 0.99, "b2": 0.9, "clip": 0.01, "clip_mode": "per_matrix",
                   "schedule": "step", "batch": 20_000, "log_every": 200}
-OFFICIAL_DATA = {"d": 5, "n": 20, "covariance": "official", "w_prior": "inverse_covariance", "resample_every": 100}
+OFFICIAL_DATA = {"kind": "prompts", "d": 5, "n": 20, "covariance": "official", "w_prior": "inverse_covariance", "resample_every": 100}
 # Quick sizes (under a minute on 2 CPU cores): fresh small batches, Adam with a cosine schedule and
 # global clipping converge these small models much faster per second than the official set-up.
 QUICK_TRAIN = {"optimizer": "adam", "b1": 0.9, "b2": 0.999, "clip": 1.0, "clip_mode": "global",
@@ -94,56 +95,58 @@ def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter) -> l
     t0 = time.time()
     cfg = cfgs[0]
     shared = all(_without_lr(c) == _without_lr(cfg) for c in cfgs)
-    rows: list[dict[str, list]] = [defaultdict(list) for _ in rds]
-    arrays: list[dict[str, np.ndarray]] = [{} for _ in rds]
-    points: list[list[dict]] = [[] for _ in rds]
-    for label, over in grid_points(cfg):
-        pcfgs = [with_overrides(c, over) for c in cfgs]
-        lrs = slot_lrs = None
-        if shared:
-            setups = [ahn_setup.build(pcfgs[0])] * len(cfgs)
-            refs = [theory_refs(pcfgs[0], setups[0])] * len(cfgs)
-            data = setups[0]
-            lrs = [c.train.lr for c in pcfgs] if len(cfgs) > 1 else None
-        else:
-            setups = [ahn_setup.build(c) for c in pcfgs]
-            refs = [theory_refs(c, s) for c, s in zip(pcfgs, setups)]
-            data = ahn_setup.stack(setups)
-            slot_lrs = [c.train.lr for c, s in zip(pcfgs, setups) for _ in s.seeds]
-        name = label or cfg.experiment
-        tick = reporter.start(name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)", pcfgs[0].train.steps)
-        trained = train_point([(rd, label, s.seeds) for rd, s in zip(rds, setups)], pcfgs[0], data.problem,
-                              build_optimizer(pcfgs[0].train), data.tasks, data.tests, data.keys, tick, lrs, slot_lrs)
-        for g, (rd, setup, (params, hist)) in enumerate(zip(rds, setups, trained)):
-            history_rows(rd.run_id, label, setup.seeds, hist, rows[g])
-            rd.write_metrics(rows[g])
-            rd.clear_parts(label)
-            point = {"point": label, "overrides": over, **evaluate_point(pcfgs[g], setup.seeds, hist, refs[g])}
-            A, B = jax.vmap(setup.model.A)(params), jax.vmap(setup.model.B)(params)
-            for i, seed in enumerate(setup.seeds):
-                prefix = f"{label}/seed{seed}/" if label else f"seed{seed}/"
-                for key, leaf in params.items():
-                    arrays[g][prefix + key] = np.asarray(leaf[i])
-                arrays[g][prefix + "sigma"] = np.asarray(setup.tasks.sigma[i])
-                point["seeds"][i]["A"] = np.asarray(A[i]).tolist()
-                point["seeds"][i]["B"] = np.asarray(B[i]).tolist()
-                point["seeds"][i]["sigma_sqrt"] = np.asarray(setup.tasks.sigma_sqrt[i]).tolist()
-            points[g].append(point)
-            rd.write_params(arrays[g])  # after every point: an interrupted run keeps what it finished
-    figures = plots.draw_many(plots.ahn_figures, list(zip(cfgs, points, rows, rds)))
+
+    def jobs():
+        for label, over in grid_points(cfg):
+            pcfgs = [with_overrides(c, over) for c in cfgs]
+            lrs = slot_lrs = None
+            if shared:
+                setups = [ahn_setup.build(pcfgs[0])] * len(cfgs)
+                refs = [theory_refs(pcfgs[0], setups[0])] * len(cfgs)
+                data = setups[0]
+                lrs = [c.train.lr for c in pcfgs] if len(cfgs) > 1 else None
+            else:
+                setups = [ahn_setup.build(c) for c in pcfgs]
+                refs = [theory_refs(c, s) for c, s in zip(pcfgs, setups)]
+                data = ahn_setup.stack(setups)
+                slot_lrs = [c.train.lr for c, s in zip(pcfgs, setups) for _ in s.seeds]
+
+            def summarise(trained, wall, label=label, over=over, pcfgs=pcfgs, setups=setups, refs=refs):
+                out = []
+                for g, (setup, (params, hist)) in enumerate(zip(setups, trained)):
+                    point = {"point": label, "overrides": over, **evaluate_point(pcfgs[g], setup.seeds, hist, refs[g])}
+                    A, B = jax.vmap(setup.model.A)(params), jax.vmap(setup.model.B)(params)
+                    for i in range(len(setup.seeds)):
+                        point["seeds"][i]["A"] = np.asarray(A[i]).tolist()
+                        point["seeds"][i]["B"] = np.asarray(B[i]).tolist()
+                        point["seeds"][i]["sigma_sqrt"] = np.asarray(setup.tasks.sigma_sqrt[i]).tolist()
+                    out.append(point)
+                return out
+
+            def arrays(g, setups=setups):  # each seed's Σ beside its parameters
+                return {f"seed{seed}/sigma": np.asarray(setups[g].tasks.sigma[i]) for i, seed in
+                        enumerate(setups[g].seeds)}
+
+            name = label or cfg.experiment
+            yield Job(pcfgs[0], [(g, label, s.seeds) for g, s in enumerate(setups)], data.problem,
+                      build_optimizer(pcfgs[0].train), data.tasks, data.tests, data.keys, summarise, lrs, slot_lrs,
+                      arrays, description=name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)")
+
+    done = [([AhnPoint.model_validate(p) for p in pts], rws) for pts, rws in run_jobs(rds, reporter, jobs())]
+    figures = plots.draw_many(draw_figures, [(c, pts, rws, rd) for c, (pts, rws), rd in zip(cfgs, done, rds)])
     return [combine(c, {"points": pts, "wall_s": time.time() - t0}, rws, rd, figs)
-            for c, pts, rws, rd, figs in zip(cfgs, points, rows, rds, figures)]
+            for c, (pts, rws), rd, figs in zip(cfgs, done, rds, figures)]
 
 
 def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd,
-            figures: list[str] | None = None) -> dict[str, Any]:
+            figures: list[str] | None = None) -> AhnResult:
     """The recipe's figures, table and notes from its points — a run's, or a sweep's gathered
     (:func:`icldyn.sweep.report`); ``figures``: already drawn."""
-    pts = result["points"]
-    statuses = {s["status"] for p in pts for s in p["seeds"]}
-    return {**result, "figures": plots.ahn_figures(cfg, pts, rows, rd) if figures is None else figures,
-            "status": "finished" if statuses == {"finished"} else "diverged",
-            "table": table(pts), "report_lines": report_lines(pts)}
+    pts = [AhnPoint.model_validate(p) for p in result["points"]]
+    statuses = {s.status for p in pts for s in p.seeds}
+    return AhnResult(**{**result, "points": pts}, figures=draw_figures(cfg, pts, rows, rd) if figures is None
+                     else figures, status="finished" if statuses == {"finished"} else "diverged",
+                     table=table(pts), report_lines=report_lines(pts))
 
 
 # what a sweep's runs may differ in and still be one program (values of the optimiser state or the seed
@@ -157,73 +160,73 @@ def _fmt(x: Any) -> str:
     return "—" if x is None else f"{x:.4g}" if isinstance(x, float) else str(x)
 
 
-def table(points: list[dict]) -> dict[str, Any]:
+def table(points: list[AhnPoint]) -> Table:
     """Measured (trained test loss) beside theory per grid point."""
-    keys = [k for k in THEORY_KEYS if any(k in p for p in points)]
-    return {"columns": ["point", "trained test loss (mean ± sd)", *keys],
-            "rows": [[p["point"] or "—", f"{p['test_loss']:.4g} ± {p['test_loss_std']:.2g}",
-                      *(_fmt(p.get(k)) for k in keys)] for p in points]}
+    keys = [k for k in THEORY_KEYS if any(getattr(p, k) is not None for p in points)]
+    return Table(columns=["point", "trained test loss (mean ± sd)", *keys],
+                 rows=[[p.point or "—", f"{p.test_loss:.4g} ± {p.test_loss_std:.2g}",
+                        *(_fmt(getattr(p, k)) for k in keys)] for p in points])
 
 
-def report_lines(points: list[dict]) -> list[str]:
+def report_lines(points: list[AhnPoint]) -> list[str]:
     lines = []
-    layers = max(p["layers"] for p in points)
+    layers = max(p.layers for p in points)
     if layers > 1:
         keys = [f"{m}{ell}" for m in ("dist_sigma_A", "dist_I_A", "norm_A") for ell in range(layers)]
         lines += ["Final structure (mean over seeds): Dist(Σ½A_ℓΣ½, I) → 0 means A_ℓ ∝ Σ⁻¹ (Thms 3-4); "
                   "Dist(A_ℓ, I) ≈ 0.78 for A_ℓ ∝ Σ⁻¹ with the official Σ.", "",
                   "| point | " + " | ".join(keys) + " | ‖A₀‖ ≤ ‖A₁‖ ≤ … |", "|---|" + "---|" * (len(keys) + 1)]
         for p in points:
-            fm = p["final_mean"]
-            lines.append(f"| {p['point'] or '—'} | " + " | ".join(_fmt(fm.get(k)) for k in keys)
-                         + f" | {p['norms_increasing']} |")
+            lines.append(f"| {p.point or '—'} | " + " | ".join(_fmt(p.final_mean.get(k)) for k in keys)
+                         + f" | {p.norms_increasing} |")
     return lines + ["", "gd / pgd: L-step gradient descent (A = ηI) and preconditioned GD (A = ηΣ⁻¹) with the "
                     "step η tuned on a validation set, using all n context examples; ols: least squares; "
                     "optimal_loss: Theorem 1's closed form (L = 1). Losses are E[(ŷ − y)²], no ½.", ""]
 
 
-register(Experiment(
+RECIPES: list[Experiment] = []  # this module's recipes, in `icldyn list` order
+RECIPES.append(Experiment(
     "quickstart", "ahn",
     "a 1-layer model learns Theorem 1's optimum; a 3-layer model beats 3 steps of tuned GD",
-    run, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
     defaults={"grid": {"model.layers": [1, 3]},
-              "data": {"d": 5, "n": 20, "covariance": "eigenvalues", "eigenvalues": [2.0, 1.0, 0.5, 0.25, 0.1],
+              "data": {"kind": "prompts", "d": 5, "n": 20, "covariance": "eigenvalues", "eigenvalues": [2.0, 1.0, 0.5, 0.25, 0.1],
                        "w_prior": "identity", "test_size": 50_000},
-              "model": {"parameterization": "full"},
+              "model": {"kind": "linear_attention", "parameterization": "full"},
               # β₂ = 0.99: with Adam's 0.999 the second-moment estimate lags the gradient's growth at L = 3 and
               # the held-out loss of seed 0 spikes from 3.8 to 13.3 at step 200 (measured); with 0.99 no seed of
               # 0…11 rises above its step-0 value and the final loss is ≈ 4× lower
               "train": {**QUICK_TRAIN, "lr": 0.01, "b2": 0.99, "steps": 2500, "batch": 1000}},
 ))
-register(Experiment(
+RECIPES.append(Experiment(
     "ahn-loss-vs-layers", "ahn",
     "L = 1…4 trained transformer vs L-step GD / preconditioned GD (paper Fig. 7)",
-    run, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
     defaults={"seeds": 5, "grid": {"model.layers": [1, 2, 3, 4]}, "data": OFFICIAL_DATA,
-              "model": {"parameterization": "relaxed", "init_std": 1e-4},
+              "model": {"kind": "linear_attention", "parameterization": "relaxed", "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.01, "decay_every": 4000, "steps": 20_000}},
     quick={"seeds": 1, "grid": {"model.layers": [1, 2, 3]}, "data": QUICK_DATA, "model": {"init_std": 1e-3},
            "train": QUICK_TRAIN},
 ))
-register(Experiment(
+RECIPES.append(Experiment(
     "ahn-loss-vs-n", "ahn",
     "3-layer trained transformer vs 3-step GD / preconditioned GD / OLS over n = 2…20 (paper Fig. 6)",
-    run, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
     defaults={"seeds": 5, "grid": {"data.n": [2, 4, 6, 8, 10, 12, 14, 16, 18, 20]},
               "data": {**OFFICIAL_DATA, "resample_every": 1},
-              "model": {"layers": 3, "parameterization": "relaxed", "init_std": 1e-4},
+              "model": {"kind": "linear_attention", "layers": 3, "parameterization": "relaxed", "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.01, "clip": 0.001, "decay_every": 2000, "steps": 8000,
                         "batch": 40_000}},
     quick={"seeds": 1, "grid": {"data.n": [2, 5, 10, 20]}, "data": QUICK_DATA, "model": {"init_std": 1e-3},
            # small n makes the moments heavy-tailed: a lower rate and larger batches keep training stable
            "train": {**QUICK_TRAIN, "lr": 0.02, "batch": 2000, "steps": 1500}},
 ))
-register(Experiment(
+RECIPES.append(Experiment(
     "ahn-structure", "ahn",
     "sparse (Thm 3) and relaxed (Thm 4) models: distances to Σ⁻¹ and I over training, heat maps, ‖A_ℓ‖ order",
-    run, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
     defaults={"seeds": 5, "grid": {"model.parameterization": ["sparse", "relaxed"]}, "data": OFFICIAL_DATA,
-              "model": {"layers": 3, "init_std": 1e-4},
+              "model": {"kind": "linear_attention", "layers": 3, "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.02, "decay_every": 2000, "steps": 30_000}},
     quick={"seeds": 1, "data": QUICK_DATA, "model": {"init_std": 1e-3}, "train": {**QUICK_TRAIN, "steps": 4000}},
 ))

@@ -15,8 +15,8 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from icldyn.config import DataConfig
-from icldyn.data.gaussian import make_covariance, sym_sqrt
+from icldyn.papers.ahn.data import make_covariance, sym_sqrt
+from icldyn.papers.goel.config import RegressionData
 
 
 class RegressionTask(NamedTuple):
@@ -28,7 +28,7 @@ class RegressionTask(NamedTuple):
     noise_std: jax.Array  # () σ, Ω = σ² I_p
 
 
-def make_M(cfg: DataConfig, sigma: np.ndarray, seed: int) -> np.ndarray:
+def make_M(cfg: RegressionData, sigma: np.ndarray, seed: int) -> np.ndarray:
     rng = np.random.default_rng([seed, 1])  # a stream apart from Σ's rotation
     s_half, s_mhalf = sym_sqrt(sigma), sym_sqrt(sigma, -0.5)
     if cfg.m_singular_values is not None:
@@ -40,7 +40,7 @@ def make_M(cfg: DataConfig, sigma: np.ndarray, seed: int) -> np.ndarray:
     return G * (cfg.m_norm / np.linalg.norm(G @ s_half, 2))
 
 
-def make_regression_task(cfg: DataConfig, seed: int) -> RegressionTask:
+def make_regression_task(cfg: RegressionData, seed: int) -> RegressionTask:
     """Σ (``data.covariance``, rotation from ``seed``) and M, float64 NumPy."""
     sigma = make_covariance(cfg, seed)
     return RegressionTask(sigma, sym_sqrt(sigma), make_M(cfg, sigma, seed), np.asarray(cfg.noise_std))

@@ -25,9 +25,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from icldyn.config import ConfigError, ModelConfig
-from icldyn.data.gaussian import Prompts, prompt_matrix
-from icldyn.models import kernel
+from icldyn.config import ConfigError
+from icldyn.papers.ahn import kernel
+from icldyn.papers.ahn.config import LinearAttentionModel
+from icldyn.papers.ahn.data import Prompts, prompt_matrix
 
 Params = dict[str, jax.Array]
 
@@ -81,7 +82,7 @@ def forward_columns(P: jax.Array, Q: jax.Array, Z: jax.Array) -> jax.Array:
     return Z
 
 
-def resolve_forward(cfg: ModelConfig, d: int) -> str:
+def resolve_forward(cfg: LinearAttentionModel, d: int) -> str:
     """The forward that runs: ``auto`` is the kernel on a CPU backend where it builds (else the moment form, with
     one line saying why); an explicit ``kernel`` that cannot be honoured raises ConfigError."""
     if cfg.forward == "auto":
@@ -110,7 +111,7 @@ class LinearTransformer:
     threads: int = 1  # kernel only
 
     @classmethod
-    def from_config(cls, cfg: ModelConfig, d: int, threads: int = 1) -> LinearTransformer:
+    def from_config(cls, cfg: LinearAttentionModel, d: int, threads: int = 1) -> LinearTransformer:
         return cls(d, cfg.layers, cfg.heads, cfg.parameterization, cfg.init_std, resolve_forward(cfg, d), threads)
 
     def init(self, *, key: jax.Array, dtype=jnp.float32) -> Params:

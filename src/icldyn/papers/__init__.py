@@ -1,0 +1,1 @@
+"""The built-in paper plug-ins, one folder each, registered under the ``icldyn.papers`` entry-point group."""

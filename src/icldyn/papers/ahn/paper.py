@@ -1,0 +1,25 @@
+"""The plug-in of Ahn, Cheng, Daneshmand, Sra (2023), *Transformers learn to implement preconditioned gradient descent
+for in-context learning*, arXiv 2306.00297."""
+
+from icldyn.papers.ahn.claims import claims
+from icldyn.papers.ahn.config import LinearAttentionModel, PromptsData
+from icldyn.papers.ahn.recipes import RECIPES
+from icldyn.plugins import Paper
+
+
+def doctor(D: int = 6) -> dict[str, dict]:
+    """The C kernel's status for d = 5 (``icldyn doctor``)."""
+    from icldyn.papers.ahn import kernel
+
+    st = kernel.status(D)
+    return {"kernel": {f"status (D = {D})": "available" if st.available else "unavailable", "origin": st.origin,
+                       "reason": st.reason, "compiler": st.compiler, "library": st.library, "log": st.log,
+                       "cache": str(kernel.cache_dir())}}
+
+
+PAPER = Paper(
+    name="ahn",
+    title="Ahn, Cheng, Daneshmand, Sra (2023): Transformers learn to implement preconditioned gradient descent for "
+          "in-context learning, arXiv 2306.00297",
+    recipes=tuple(RECIPES), data=(PromptsData,), models=(LinearAttentionModel,), claims=claims, doctor=doctor,
+)
