@@ -17,11 +17,17 @@ def claims(verify_claims):
     return verify_claims("goel")
 
 
-def test_verify_goel_passes_and_its_convergence_run_has_the_documented_numbers(claims, session_store):
-    """One test reads the verify run (the suite spreads single tests over workers: one verify per worker)."""
+def test_verify_goel_passes_and_its_convergence_run_has_the_documented_numbers(claims, session_store, tmp_path):
+    """One test reads the verify runs (the suite spreads single tests over workers: one verify per worker)."""
     import json
 
-    assert_claims(claims, ("θ*(J)", "Monte-Carlo mean of L̂ (n = 1600", "finite differences", "Lemma 1",
+    from icldyn.papers.goel.claims import SAMPLE_SIZE
+    from icldyn.papers.goel.recipes import sample_size_summary
+    from icldyn.runner import typed
+    from icldyn.sweep import sweep
+
+    assert_claims(claims, ("θ*(J)", "= lim E[L̂]", "finite differences", "Lemma 1", "P-projection onto S exact",
+                           "Thm 1 (ii)", "Thm 3: gradient bias", "Lemma 3: spectral init", "Thm 2: Algorithm 1's floor",
                            "population gradients", "linearisation at θ*", "sampled gradients (n = 200)"))
     # the goel-convergence quick run that verify wrote
     convergence = json.loads((sorted(session_store.glob("*-goel-convergence-*"))[-1] / "summary.json").read_text())
@@ -49,6 +55,28 @@ def test_verify_goel_passes_and_its_convergence_run_has_the_documented_numbers(c
             assert abs(np.log(fit / pred)) <= 0.1 * abs(np.log(pred)), (name, s["seed"], fit, pred)
             assert s["predicted"]["mu_best"] <= pred
     assert all(s["predicted"] is None for s in shown["Adam"]["seeds"] + shown["random init"]["seeds"])
+
+    # Theorem 2's n-rate: the goel-sample-size run verify wrote (n = 20…160, one seed)
+    run = sorted(session_store.glob("*-goel-sample-size-*"))[-1]
+    s = json.loads((run / "summary.json").read_text())
+    floors = [p["floor"] for p in s["points"]]
+    assert all(np.diff(floors) < 0) and all(p["floor"] < p["initial_excess"] for p in s["points"]), floors
+    lo, hi = s["slope_ci"]
+    assert lo <= s["slope"] <= hi and s["slope"] < -1.0  # measured ≈ −1.75
+    assert any(f.endswith("floor_vs_n.png") for f in s["figures"])
+    # the claim fails when the floor stops falling with n (a constant added to every point's floor)
+    result = typed(s)
+    flat = [p.model_copy(update={"floor": p.floor + 1e-4}) for p in result.points]
+    flat_result = result.model_copy(update=sample_size_summary(None, flat) | {"points": flat})
+    assert not goel_claims.sample_size_claim(flat_result).passed
+    # the same figure through the sweep machinery (no --grid: the recipe's grid, each n its own run directory,
+    # a Ray task with --backend ray): the recipe's combined report gives the same numbers
+    record = sweep({"experiment": "goel-sample-size", **SAMPLE_SIZE}, True, None, tmp_path)
+    assert [p["overrides"] for p in record["points"]] == [{"data.n": n} for n in (20, 40, 80, 160)]
+    combined = json.loads((tmp_path / record["report"]).with_name("summary.json").read_text())
+    assert [p["floor"] for p in combined["points"]] == floors and combined["slope_ci"] == s["slope_ci"]
+    assert [p["point"] for p in combined["points"]] == [p["point"] for p in s["points"]]
+    assert (tmp_path / record["report"]).with_name("figures").joinpath("floor_vs_n.png").is_file()
 
 
 def test_spectral_init_and_assumptions():

@@ -407,7 +407,7 @@ RECIPES.append(Experiment(
     group_runner=functools.partial(run_group, methods=CONVERGENCE_METHODS), group_fields=GROUP_FIELDS,
     combine=combine, assumptions=assumptions_not_met,
     defaults={"seeds": 5, "data": GOEL_DATA, "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 5000}},
-    quick={"seeds": 2, "train": {"steps": 2000, "batch": 16}},
+    quick={"seeds": 2, "train": {"steps": 1000, "batch": 16}},
 ))
 RECIPES.append(Experiment(
     "goel-sample-size", "goel",
