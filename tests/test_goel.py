@@ -5,11 +5,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from conftest import assert_claims
+
 from icldyn.papers.goel import claims as goel_claims
-from icldyn.plugins import get
 from icldyn.papers.goel import theory as goel
+from icldyn.plugins import get
 
 
 @pytest.fixture

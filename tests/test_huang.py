@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from icldyn.papers.huang import theory as huang
 from icldyn.plugins import get
 from icldyn.runner import execute
-from icldyn.papers.huang import theory as huang
 
 
 def _summary(store, name):
@@ -19,8 +19,8 @@ def _summary(store, name):
     return json.loads((sorted(store.glob(f"*-{name}-*"))[-1] / "summary.json").read_text())
 
 
-HUANG_CLAIMS = ("vs Monte Carlo over prompts", "finite differences", "tracks the exact engine", "≥ 0.9",
-                "dominant feature reaches", "four phases")
+HUANG_CLAIMS = ("vs Monte Carlo over prompts", "finite differences", "L* = inf L computed", "tracks the exact engine",
+                "≥ 0.9", "dominant feature reaches", "four phases", "outside the assumptions: N = 64, K³ = 64")
 
 
 def check_verify_runs(store: Path) -> None:
@@ -46,6 +46,8 @@ def check_verify_runs(store: Path) -> None:
     ex = next(p for p in s["points"] if p["oracle"] == "population")
     assert ex["exact_counts"] and ex["seeds"][0]["t_half"] == pytest.approx(18, abs=5)  # SPEC: K = 4 → 18
     assert s["tracking"]["A"]["max_rel_gap"] < 0.02
+    # L* (theory.optimal_loss) beside L_low: 1.344 L_low for K = 4, N = 64, balanced
+    assert ex["optimal_loss"] == pytest.approx(1.344 * ex["unavoidable_loss"], rel=1e-3)
 
 
 def test_phase_scaling_exponent(session_store):
@@ -94,3 +96,18 @@ def test_assumption_report_inside_and_outside():
                                             "model": {"train_value": True}}, quick=True)
     got = assumptions_not_met(outside)
     assert len(got) == 3 and "N/K³ = 9.98" in got[0] and "ν = 1" in got[1] and "population" in got[2]
+    odd = get("huang-balanced").config({"data": {"features": 4, "d": 4, "n": 640,
+                                                 "feature_probs": [0.04, 0.32, 0.32, 0.32]}, "train": {"lr": 2.0}},
+                                       quick=True)
+    got = assumptions_not_met(odd)
+    assert len(got) == 2 and "neither balanced" in got[0] and "η = 2" in got[1]
+
+
+def test_optimal_loss_claim_fails_for_a_wrong_l_star():
+    from icldyn.papers.huang import claims, theory
+
+    assert claims.optimal_loss_claim().passed  # (also in verify)
+    low = lambda p, N: theory.optimal_loss(p, N)._replace(value=theory.unavoidable_loss(p, N))  # noqa: E731
+    double = lambda p, N: theory.optimal_loss(p, N)._replace(value=2 * theory.optimal_loss(p, N).value)  # noqa: E731
+    assert not claims.optimal_loss_claim(low).passed  # L_low is never reached: the attention term is missing
+    assert not claims.optimal_loss_claim(double).passed  # undercut

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from icldyn import runner
-from icldyn.plugins import get
 from icldyn.papers.ahn import kernel
+from icldyn.plugins import get
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_CC = kernel.compiler() is not None

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from icldyn.papers.ahn.data import GaussianTask, sample_prompts
 from icldyn.papers.ahn import kernel
+from icldyn.papers.ahn.data import GaussianTask, sample_prompts
 from icldyn.papers.ahn.model import LinearTransformer, moments
 
 D_, N_ = 4, 7

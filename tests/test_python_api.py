@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_huang import HUANG_CLAIMS, check_verify_runs
 
 import icldyn
-from test_huang import HUANG_CLAIMS, check_verify_runs
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "python.md"
 

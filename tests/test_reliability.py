@@ -14,9 +14,9 @@ from pathlib import Path
 import jax
 import numpy as np
 import pyarrow.parquet as pq
+from conftest import TINY_SETS
 from typer.testing import CliRunner
 
-from conftest import TINY_SETS
 from icldyn.cli import app
 from icldyn.plugins import get
 from icldyn.store import RunDir, list_runs, query
@@ -131,8 +131,8 @@ def test_learning_rate_job_resumes_from_its_checkpoint(tmp_path):
     """A job of several learning rates interrupted mid-training continues from the checkpoint of the whole
     program (kept with its first target) to the numbers of an uninterrupted job; a checkpoint of other rates
     is not taken for it."""
-    from icldyn.recipe import train_point
     from icldyn.papers.goel.recipes import build
+    from icldyn.recipe import train_point
 
     cfg = get("goel-convergence").config({"seeds": 1, "train": {"steps": 60, "log_every": 10,
                                                                 "checkpoint_every": 0}}, quick=True)

@@ -4,13 +4,14 @@ directory; statuses; one line (never a traceback) for every failure; overrides t
 import hashlib
 
 import pytest
+from conftest import TINY
 from typer.testing import CliRunner
 
-from conftest import TINY
 from icldyn import runner
 from icldyn.cli import app
 from icldyn.plugins import get
 from icldyn.store import RunDir, list_runs, query
+
 
 @pytest.fixture
 def store(tiny_store):

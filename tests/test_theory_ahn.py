@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from icldyn.papers.ahn import theory as ahn
 from icldyn.papers.ahn.config import PromptsData
 from icldyn.papers.ahn.data import make_covariance
-from icldyn.papers.ahn import theory as ahn
 
 
 def test_isotropic_optimum_closed_form():

@@ -1,7 +1,6 @@
 """`icldyn verify --paper ahn --quick`: every claim passes, with the issue's numbers asserted."""
 
 import pytest
-
 from conftest import assert_claims
 
 

@@ -20,7 +20,14 @@ from scipy import stats
 
 from icldyn.config import RunConfig, with_overrides
 from icldyn.papers.huang import theory
-from icldyn.papers.huang.data import W_LAWS, FeatureTask, make_feature_task, sample_feature_prompts, w_second_moment
+from icldyn.papers.huang.data import (
+    W_LAWS,
+    FeatureTask,
+    feature_probs,
+    make_feature_task,
+    sample_feature_prompts,
+    w_second_moment,
+)
 from icldyn.papers.huang.figures import figures as draw_figures
 from icldyn.papers.huang.model import SoftmaxICL
 from icldyn.papers.huang.results import HuangPoint, HuangResult
@@ -152,7 +159,9 @@ def summarise_point(label: str, method: Method, pcfg: RunConfig, setup: Setup, h
                           "t_half": theory.first_step(steps, amean >= 0.5), "features": features})
     return {"point": label, "method": method.name, "oracle": pcfg.train.oracle, "K": pcfg.data.features,
             "N": pcfg.data.n, "p": p.tolist(), "imbalanced": imbalanced, "exact_counts": setup.exact,
-            "unavoidable_loss": theory.unavoidable_loss(p, pcfg.data.n), "seeds": out_seeds, "wall_s": wall,
+            "unavoidable_loss": theory.unavoidable_loss(p, pcfg.data.n),
+            "optimal_loss": theory.optimal_loss(p, pcfg.data.n, samples=pcfg.train.count_samples).value,
+            "seeds": out_seeds, "wall_s": wall,
             "final_loss": float(np.mean([s["final_loss"] for s in out_seeds])),
             "final_attn_min": float(np.mean([min(f["final_attn"] for f in s["features"].values())
                                              for s in out_seeds]))}
@@ -283,8 +292,8 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
 
 
 def table(points: list[HuangPoint]) -> Table:
-    cols = ["point", "K", "N", "counts", "final loss", "L_low", "min_k E[Attn_k]", "t_½", "phases (first tracked "
-            "under-represented k)", "wall s"]
+    cols = ["point", "K", "N", "counts", "final loss", "L*", "L_low", "min_k E[Attn_k]", "t_½", "phases (first "
+            "tracked under-represented k)", "wall s"]
     out = []
     for p in points:
         s0 = p.seeds[0]
@@ -294,7 +303,7 @@ def table(points: list[HuangPoint]) -> Table:
             q = under[0].phases
             ph = f"{_fmt(q.phase_I_end)} / {_fmt(q.phase_II_end)} / {_fmt(q.phase_III_end)}"
         out.append([p.point, p.K, p.N, "exact" if p.exact_counts else "MC", _fmt(p.final_loss, ".4g"),
-                    _fmt(p.unavoidable_loss), _fmt(p.final_attn_min, ".3f"), _fmt(s0.t_half), ph,
+                    _fmt(p.optimal_loss), _fmt(p.unavoidable_loss), _fmt(p.final_attn_min, ".3f"), _fmt(s0.t_half), ph,
                     _fmt(p.wall_s, ".1f")])
     return Table(columns=cols, rows=out)
 
@@ -328,20 +337,31 @@ def headline(result: HuangResult) -> list[str]:
 
 def report_lines(result: HuangResult) -> list[str]:
     return ["", "Losses are ½E[(ŷ − y)²]. Metrics are exact population quantities of each trainer's current "
-            "parameters (the Monte-Carlo trainer's Q projected onto the features). L_low = ½Σ p_k(1 − p_k)^N is the "
-            "unavoidable loss of prompts whose query feature is absent. Phases of an under-represented k, with "
+            "parameters (the Monte-Carlo trainer's Q projected onto the features). L* = inf L (theory.optimal_loss: A_k → "
+            "∞ with the best off-target logits); L_low = ½Σ p_k(1 − p_k)^N ≤ L* is its part from prompts whose query "
+            "feature is absent. Phases of an under-represented k, with "
             "r = (−dB_{k,1}/dt)/(dA_k/dt): I ends when r has fallen from r₀ to √r₀, II when r ≤ 1 (the switch "
             "of leading influence), III when E[Attn_k] ≥ ½ (theory/huang.py).", ""]
 
 
 def assumptions_not_met(cfg: RunConfig) -> list[str]:
     """Huang et al.'s assumptions (SPEC §2.7) that a valid config does not meet: N = poly(K) ≫ K³ (flagged below
-    10 K³), ν = 1 fixed, population-gradient GD from Q = 0."""
+    10 K³), p_k = Θ(1/K) (balanced) or p_1 = Θ(1), p_k = Θ(1/K) (imbalanced), η ≤ O(1) (flagged above 1), ν = 1
+    fixed, population-gradient GD from Q = 0."""
     K, N = cfg.data.features, cfg.data.n
     out = []
     if N < 10 * K**3:
         out.append(f"N = {N}, K³ = {K**3} (N/K³ = {N / K**3:.3g}): Theorems 3.1-3.2 assume N ≫ K³ "
                    "(flagged below 10 K³)")
+    p = feature_probs(cfg.data)
+    balanced = K * p.max() <= 4 and K * p.min() >= 0.25  # p_k = Θ(1/K), within a factor 4
+    imbalanced = K > 1 and p[0] >= 0.2 and K * p[1:].max() <= 4 and K * p[1:].min() >= 0.25
+    if not (balanced or imbalanced):
+        out.append(f"p = {np.round(p, 4).tolist()}: neither balanced (p_k = Θ(1/K), Thm 3.1) nor imbalanced "
+                   "(p_1 = Θ(1), p_k = Θ(1/K) for k ≥ 2, Thm 3.2) within a factor 4")
+    if cfg.train.lr > 1:
+        out.append(f"train.lr = η = {cfg.train.lr:g}: the theorems take η ≤ O(1) (exact bound not stated; η = 1 is "
+                   "stable)")
     if cfg.model.train_value:
         out.append("model.train_value = true: the theorems fix ν = 1")
     if cfg.train.oracle != "population":

@@ -39,7 +39,8 @@ class HuangPoint(Point):
     p: list[float]
     imbalanced: bool
     exact_counts: bool
-    unavoidable_loss: float
+    unavoidable_loss: float  # L_low
+    optimal_loss: float | None = None  # L* = inf L (theory.optimal_loss)
     seeds: list[HuangSeed]
     wall_s: float
     final_loss: float

@@ -103,6 +103,51 @@ def unavoidable_loss(p, n_tokens: int) -> float:
     return float(0.5 * np.sum(p * (1 - p) ** n_tokens))
 
 
+class OptimalLoss(NamedTuple):
+    value: float  # L* = Σ_k p_k L*_k
+    per_query: np.ndarray  # L*_k (K,)
+    off_logits: np.ndarray  # (K, K) the minimising off-target logits b_{k,n} (diagonal unused, 0)
+    unavoidable: float  # L_low = ½ Σ_k p_k (1 − p_k)^N, the part of L* from the absent query feature alone
+
+
+def optimal_loss(p, n_tokens: int, samples: int = 20_000) -> OptimalLoss:
+    """L* = inf_Q L(Q), the loss the theorems converge to (Thms 3.1-3.2: L* = Θ(e^{−poly K}); SPEC §2.3).
+
+    With A_k → ∞ every prompt that holds its query feature is answered exactly. One that does not (c_k = 0,
+    probability (1 − p_k)^N) spreads its attention over the other features, Attn_n = c_n e^{b_n} / Σ_m c_m e^{b_m},
+    at loss ½(1 + Σ_n Attn_n²). Hence L*_k = ½(1 − p_k)^N (1 + min_b E[Σ_n Attn_n² | c_k = 0]), where the counts
+    given c_k = 0 are Multinomial(N, p_{−k}/(1 − p_k)) (enumerated, or ``samples`` draws) and the K − 1 off-target
+    logits b are minimised by L-BFGS with the exact gradient; L* = Σ_k p_k L*_k ≥ L_low."""
+    from scipy import optimize
+
+    p = np.asarray(p, np.float64)
+    K = len(p)
+    per, logits = np.zeros(K), np.zeros((K, K))
+    done: dict[tuple, int] = {}  # features with the same law of the others (balanced, or the p_k ≥ 2 of Thm 3.2)
+    for k in range(K):
+        if K == 1:
+            break
+        q = np.delete(p, k)
+        key = (round(p[k], 14), tuple(np.round(q, 14)))
+        if key in done:
+            per[k], logits[k] = per[done[key]], logits[done[key]]
+            continue
+        done[key] = k
+        cs, _ = count_set(q / q.sum(), n_tokens, samples=samples, seed=0)
+        c, w = jnp.asarray(cs.counts), jnp.asarray(cs.weights)
+
+        def spread(b, c=c, w=w):  # E[Σ_n Attn_n²] over the counts, attention weights c_n e^{b_n}
+            a = c * jnp.exp(b - jnp.max(b))
+            return w @ (jnp.sum(a * a, axis=1) / jnp.sum(a, axis=1) ** 2)
+
+        f = jax.jit(jax.value_and_grad(spread))
+        res = optimize.minimize(lambda b: tuple(np.asarray(x, np.float64) for x in f(jnp.asarray(b))),
+                                np.zeros(K - 1), jac=True, method="L-BFGS-B", options={"gtol": 1e-13})
+        per[k] = 0.5 * (1 - p[k]) ** n_tokens * (1 + res.fun)
+        logits[k, np.arange(K) != k] = res.x - res.x.max()
+    return OptimalLoss(float(p @ per), per, logits, unavoidable_loss(p, n_tokens))
+
+
 def first_step(steps, mask) -> int | None:
     idx = np.nonzero(np.asarray(mask))[0]
     return int(np.asarray(steps)[idx[0]]) if len(idx) else None
