@@ -399,35 +399,31 @@ GOEL_TRAIN = {"optimizer": "sgd", "lr": 20.0, "precondition": True, "regularizer
               "schedule": "constant", "clip": 0.0, "dtype": "float64", "batch": 50, "steps": 2000, "log_every": 5,
               "max_loss": 1e3}
 
-RECIPES: list[Experiment] = []  # this module's recipes, in `icldyn list` order
-RECIPES.append(Experiment(
-    "goel-convergence", "goel",
-    "Algorithm 1 vs GD / tuned Adam / SGD and its ablations: excess loss and P-distance to S, fitted rate μ",
-    functools.partial(run, methods=CONVERGENCE_METHODS), result=GoelResult,
-    group_runner=functools.partial(run_group, methods=CONVERGENCE_METHODS), group_fields=GROUP_FIELDS,
-    combine=combine, assumptions=assumptions_not_met,
-    defaults={"seeds": 5, "data": GOEL_DATA, "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 5000}},
-    quick={"seeds": 2, "train": {"steps": 1000, "batch": 16}},
-))
-RECIPES.append(Experiment(
-    "goel-sample-size", "goel",
-    "Algorithm 1 with sampled gradients: the floor L(θ_∞) − L* against n, beside the n⁻² log⁶ n bound",
-    functools.partial(run, methods=ALGORITHM1), result=GoelResult,
-    group_runner=functools.partial(run_group, methods=ALGORITHM1), group_fields=GROUP_FIELDS,
-    combine=combine, assumptions=assumptions_not_met,
-    defaults={"seeds": 5, "grid": {"data.n": [20, 50, 100, 200, 500, 1000, 2000]}, "data": GOEL_DATA,
-              # small n makes the sampled gradient noisy: a smaller step than the population recipes' η = 20
-              "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "oracle": "sampled", "lr": 2.5, "batch": 16,
-                                             "steps": 1500, "log_every": 10}},
-    quick={"seeds": 2, "grid": {"data.n": [20, 40, 80, 160, 320]}, "train": {"steps": 800}},
-))
-RECIPES.append(Experiment(
-    "goel-conditioning", "goel",
-    "iterations to excess loss 1e-8 against κ(Σ) ∈ {1, 10, 100}, with and without the preconditioner",
-    functools.partial(run, methods=CONDITIONING_METHODS), result=GoelResult,
-    group_runner=functools.partial(run_group, methods=CONDITIONING_METHODS), group_fields=GROUP_FIELDS,
-    combine=combine, assumptions=assumptions_not_met,
-    defaults={"seeds": 5, "grid": {"data.condition_number": [1.0, 10.0, 100.0]}, "data": GOEL_DATA,
-              "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 20_000, "log_every": 10}},
-    quick={"seeds": 2, "train": {"steps": 5000}},
-))
+def _recipe(name: str, description: str, methods: tuple[Method, ...], defaults: dict, quick: dict) -> Experiment:
+    """A Goel recipe: every method of ``methods`` at every grid point, grouped runs stacked on the seed axis."""
+    return Experiment(name, "goel", description, functools.partial(run, methods=methods), result=GoelResult,
+                      group_runner=functools.partial(run_group, methods=methods), group_fields=GROUP_FIELDS,
+                      combine=combine, assumptions=assumptions_not_met, defaults=defaults, quick=quick)
+
+
+RECIPES: list[Experiment] = [  # this module's recipes, in `icldyn list` order
+    _recipe("goel-convergence",
+            "Algorithm 1 vs GD / tuned Adam / SGD and its ablations: excess loss and P-distance to S, fitted rate μ",
+            CONVERGENCE_METHODS,
+            {"seeds": 5, "data": GOEL_DATA, "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 5000}},
+            {"seeds": 2, "train": {"steps": 1000, "batch": 16}}),
+    _recipe("goel-sample-size",
+            "Algorithm 1 with sampled gradients: the floor L(θ_∞) − L* against n, beside the n⁻² log⁶ n bound",
+            ALGORITHM1,
+            {"seeds": 5, "grid": {"data.n": [20, 50, 100, 200, 500, 1000, 2000]}, "data": GOEL_DATA,
+             # small n makes the sampled gradient noisy: a smaller step than the population recipes' η = 20
+             "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "oracle": "sampled", "lr": 2.5, "batch": 16,
+                                            "steps": 1500, "log_every": 10}},
+            {"seeds": 2, "grid": {"data.n": [20, 40, 80, 160, 320]}, "train": {"steps": 800}}),
+    _recipe("goel-conditioning",
+            "iterations to excess loss 1e-8 against κ(Σ) ∈ {1, 10, 100}, with and without the preconditioner",
+            CONDITIONING_METHODS,
+            {"seeds": 5, "grid": {"data.condition_number": [1.0, 10.0, 100.0]}, "data": GOEL_DATA,
+             "model": GOEL_MODEL, "train": {**GOEL_TRAIN, "steps": 20_000, "log_every": 10}},
+            {"seeds": 2, "train": {"steps": 5000}}),
+]

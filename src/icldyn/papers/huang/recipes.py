@@ -160,11 +160,17 @@ def summarise_point(label: str, method: Method, pcfg: RunConfig, setup: Setup, h
     return {"point": label, "method": method.name, "oracle": pcfg.train.oracle, "K": pcfg.data.features,
             "N": pcfg.data.n, "p": p.tolist(), "imbalanced": imbalanced, "exact_counts": setup.exact,
             "unavoidable_loss": theory.unavoidable_loss(p, pcfg.data.n),
-            "optimal_loss": theory.optimal_loss(p, pcfg.data.n, samples=pcfg.train.count_samples).value,
+            "optimal_loss": _optimal_loss(tuple(p), pcfg.data.n, pcfg.train.count_samples),
             "seeds": out_seeds, "wall_s": wall,
             "final_loss": float(np.mean([s["final_loss"] for s in out_seeds])),
             "final_attn_min": float(np.mean([min(f["final_attn"] for f in s["features"].values())
                                              for s in out_seeds]))}
+
+
+@functools.lru_cache(maxsize=64)
+def _optimal_loss(p: tuple[float, ...], n_tokens: int, samples: int) -> float:
+    """theory.optimal_loss, once per law: the exact and Monte-Carlo points of a run share it."""
+    return theory.optimal_loss(np.asarray(p), n_tokens, samples=samples).value
 
 
 def tracking(exact: History, mc: History) -> dict:
