@@ -20,7 +20,8 @@ def _summary(store, name):
 
 
 HUANG_CLAIMS = ("vs Monte Carlo over prompts", "finite differences", "L* = inf L computed", "tracks the exact engine",
-                "≥ 0.9", "dominant feature reaches", "four phases", "outside the assumptions: N = 64, K³ = 64")
+                "≥ 0.9", "dominant feature reaches", "four phases", "outside the assumptions: N = 64, K³ = 64",
+                "ε-time T*(ε)", "Stage II: A_k(T_ε)", "attention concentrates")
 
 
 def check_verify_runs(store: Path) -> None:
@@ -111,3 +112,19 @@ def test_optimal_loss_claim_fails_for_a_wrong_l_star():
     double = lambda p, N: theory.optimal_loss(p, N)._replace(value=2 * theory.optimal_loss(p, N).value)  # noqa: E731
     assert not claims.optimal_loss_claim(low).passed  # L_low is never reached: the attention term is missing
     assert not claims.optimal_loss_claim(double).passed  # undercut
+
+
+def test_epsilon_claims_fail_for_a_slower_rate_a_growing_weight_or_spreading_attention():
+    from icldyn.papers.huang.claims import epsilon_claims
+    from icldyn.papers.huang.results import EpsilonTime
+
+    eps = 0.04 * 2.0 ** -np.arange(4)
+    good = [EpsilonTime(eps=e, t=int(10 / e**0.7), A=0.4 * np.log(4 / e), A_over_log=0.4,
+                        q99_miss_over_sqrt_eps=2.0) for e in eps]
+    assert all(c.passed for c in epsilon_claims(good, 4, 64))
+    slow = [x.model_copy(update={"t": int(1 / x.eps**2)}) for x in good]  # T ∝ ε⁻², beyond the bound's ε⁻¹
+    grows = [x.model_copy(update={"A_over_log": 0.01 / x.eps}) for x in good]  # A_k ∝ 1/ε, not O(log(K/ε))
+    spreads = [x.model_copy(update={"q99_miss_over_sqrt_eps": 0.05 / x.eps}) for x in good]  # 1 − Attn_k ≫ ε^½
+    assert [c.passed for c in epsilon_claims(slow, 4, 64)] == [False, True, True]
+    assert [c.passed for c in epsilon_claims(grows, 4, 64)] == [True, False, True]
+    assert [c.passed for c in epsilon_claims(spreads, 4, 64)] == [True, True, False]

@@ -122,3 +122,40 @@ def test_pure_jax_sampler_draws_the_kernels_prompts():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
     g = np.asarray(philox_normals(jnp.array([3, 4], jnp.uint32), 4000, 6, jnp.float64))
     assert abs(g.mean()) < 0.02 and abs(g.std() - 1) < 0.02 and abs(np.corrcoef(g.T)[0, 1:]).max() < 0.05
+
+
+def _reference_attention(P, Q, Z, activation):
+    """The official code's attention(P, Q, Z, activation), literally, in NumPy: tokens are rows, Z is (b, n+1, D),
+    scores Z Q Zᵀ with the query as the row (so its Q is our Qᵀ), σ over the last axis, then the mask, then 1/n."""
+    n = Z.shape[1] - 1
+    attn = np.einsum("bni,ij,bmj->bnm", Z, Q, Z)
+    if activation == "relu":
+        attn = np.maximum(attn, 0.0)
+    elif activation == "softmax":
+        attn = np.exp(attn - attn.max(-1, keepdims=True))
+        attn /= attn.sum(-1, keepdims=True)
+    mask = np.eye(n + 1)
+    mask[n, n] = 0.0
+    return np.einsum("bnm,ml,bli->bni", attn, mask, np.einsum("ij,bnj->bni", P, Z)) / n
+
+
+@pytest.mark.parametrize("activation", ["linear", "relu", "softmax"])
+def test_activations_follow_the_official_attention(prompts, activation):
+    model = LinearTransformer(D_, 2, parameterization="full", init_std=0.4, form="columns", activation=activation)
+    params = model.init(key=jax.random.PRNGKey(3), dtype=jnp.float64)
+    P, Q = (np.asarray(a) for a in model.PQ(params))
+    Z = np.swapaxes(np.asarray(model.prepare(prompts).Z), 1, 2)  # tokens as rows
+    for ell in range(2):
+        Z = Z + _reference_attention(P[ell, 0], Q[ell, 0].T, Z, activation)
+    np.testing.assert_allclose(model.readout(params, model.prepare(prompts)), Z[:, -1, -1], rtol=1e-12, atol=1e-13)
+
+
+def test_masked_softmax_leaves_the_query_out_of_the_normalisation():
+    from icldyn.papers.ahn.model import attention_weights
+
+    s = jax.random.normal(jax.random.PRNGKey(4), (3, 6, 6), jnp.float64)
+    w = attention_weights(s, "softmax_masked")
+    np.testing.assert_allclose(w.sum(-2), 1.0, rtol=1e-14)
+    assert float(jnp.abs(w[:, -1]).max()) == 0.0
+    ref = attention_weights(s, "softmax")  # the official code's: the query's weight is dropped after normalising
+    np.testing.assert_allclose(ref / ref.sum(-2, keepdims=True), w, rtol=1e-12)

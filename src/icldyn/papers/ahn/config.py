@@ -85,10 +85,21 @@ class LinearAttentionModel(ModelSection):
         description="kernel: fused C loss+gradient of the moment form (CPU); moments: the exact (d+1)×(d+1) "
         "moment-matrix form in JAX; columns: the literal column form of eq. (3); auto: kernel where it "
         "compiles on a CPU backend, else moments (one line says why). An explicit kernel that cannot be built here "
-        "is refused. Every form draws the same prompts (data.sampler)",
+        "is refused. Every form draws the same prompts (data.sampler). The moment and kernel forms hold for "
+        "activation = 'linear' only; auto runs the column form for the others",
+    )
+    activation: Literal["linear", "relu", "softmax", "softmax_masked"] = Field(
+        "linear",
+        description="the attention's activation σ(ZᵀQZ), as the official code's attention(P, Q, Z, activation): "
+        "linear (eq. 3); relu; softmax (over all n + 1 keys, the query's own score included, then the query key "
+        "masked, as the official code does); softmax_masked (the query's score excluded before normalising). "
+        "Every activation keeps eq. (3)'s 1/n",
     )
 
     def check(self, cfg: RunConfig) -> None:
+        if self.activation != "linear" and self.forward in ("kernel", "moments"):
+            raise ValueError(f"model.forward = {self.forward!r} holds for model.activation = 'linear' only, not "
+                             f"{self.activation!r}; allowed: model.forward = 'auto' or 'columns'")
         if "kernel" in (self.forward, cfg.data.sampler) and cfg.data.d + 1 > KERNEL_DMAX:
             raise ValueError(f"the C kernel takes data.d ≤ {KERNEL_DMAX - 1}, got data.d = {cfg.data.d}; allowed: "
                              "model.forward and data.sampler = 'auto', or a JAX form")

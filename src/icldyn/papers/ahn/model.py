@@ -4,6 +4,10 @@
     Z_{ℓ+1} = Z_ℓ + \\frac1n \\sum_h P_{ℓ,h} Z_ℓ M (Z_ℓ^⊤ Q_{ℓ,h} Z_ℓ),\\qquad
     M = \\mathrm{diag}(1,…,1,0),\\qquad \\mathrm{TF}(Z_0) = -[Z_L]_{d+1,n+1}
 
+and, as the official code's ``attention(P, Q, Z, activation)``, with an activation on the scores:
+Z_ℓ M (Z_ℓᵀQZ_ℓ) becomes Z_ℓ M σ(Z_ℓᵀQZ_ℓ) for σ = ReLU (Theorem 5) or a softmax over the keys
+(:func:`attention_weights`).
+
 Parameterisations: ``full`` (every P, Q entry trained), ``sparse`` (eq. (8):
 P = [[0,0],[0,1]], Q = −[[A,0],[0,0]] → preconditioned GD, Lemma 1) and ``relaxed``
 (eq. (9), as in the official code: P = [[B,0],[0,1]], Q = −[[A,0],[0,0]] → GD++).
@@ -72,19 +76,33 @@ def forward_moments(P: jax.Array, Q: jax.Array, x: Moments) -> jax.Array:
     return zq[:, -1]
 
 
-def forward_columns(P: jax.Array, Q: jax.Array, Z: jax.Array) -> jax.Array:
-    """Z_L from Z_0 (b, D, n+1) by the literal column recursion of eq. (3)."""
+def attention_weights(scores: jax.Array, activation: str) -> jax.Array:
+    """σ(ZᵀQZ) M: ``scores`` (…, n+1, n+1), rows the keys i (the query last), columns the tokens j; the query's row
+    is zeroed after the activation (the official code's mask), or, for ``softmax_masked``, left out of the
+    normalisation. ``softmax`` normalises over all n + 1 keys, the query's own score included (official code)."""
+    n = scores.shape[-2] - 1
+    if activation == "softmax_masked":
+        return jax.nn.softmax(scores.at[..., n, :].set(-jnp.inf), axis=-2)
+    act = {"linear": lambda s: s, "relu": jax.nn.relu, "softmax": lambda s: jax.nn.softmax(s, axis=-2)}[activation]
+    return act(scores).at[..., n, :].set(0.0)
+
+
+def forward_columns(P: jax.Array, Q: jax.Array, Z: jax.Array, activation: str = "linear") -> jax.Array:
+    """Z_L from Z_0 (b, D, n+1) by the literal column recursion of eq. (3),
+    Z ← Z + (1/n) Σ_h P_h Z σ(ZᵀQ_h Z) M, with σ the identity (eq. 3), ReLU or a softmax over the keys."""
     n = Z.shape[-1] - 1
     for ell in range(P.shape[0]):
-        ZM = Z.at[:, :, n].set(0.0)  # Z M: the query is not a key/value
-        attn = jnp.einsum("bki,hkl,blj->bhij", ZM, Q[ell], Z)  # (b, H, n+1, n+1) (ZM)ᵀ Q Z
-        Z = Z + jnp.einsum("hkl,bli,bhij->bkj", P[ell], ZM, attn) / n
+        scores = jnp.einsum("bki,hkl,blj->bhij", Z, Q[ell], Z)  # (b, H, n+1, n+1) ZᵀQZ
+        Z = Z + jnp.einsum("hkl,bli,bhij->bkj", P[ell], Z, attention_weights(scores, activation)) / n
     return Z
 
 
 def resolve_forward(cfg: LinearAttentionModel, d: int) -> str:
     """The forward that runs: ``auto`` is the kernel on a CPU backend where it builds (else the moment form, with
-    one line saying why); an explicit ``kernel`` that cannot be honoured raises ConfigError."""
+    one line saying why), and the column form for a nonlinear activation; an explicit ``kernel`` that cannot be
+    honoured raises ConfigError."""
+    if cfg.forward == "auto" and cfg.activation != "linear":
+        return "columns"
     if cfg.forward == "auto":
         if jax.default_backend() != "cpu":
             return "moments"
@@ -109,10 +127,12 @@ class LinearTransformer:
     init_std: float = 1e-3
     form: str = "moments"  # kernel | moments | columns
     threads: int = 1  # kernel only
+    activation: str = "linear"  # linear | relu | softmax | softmax_masked (column form only, unless linear)
 
     @classmethod
     def from_config(cls, cfg: LinearAttentionModel, d: int, threads: int = 1) -> LinearTransformer:
-        return cls(d, cfg.layers, cfg.heads, cfg.parameterization, cfg.init_std, resolve_forward(cfg, d), threads)
+        return cls(d, cfg.layers, cfg.heads, cfg.parameterization, cfg.init_std, resolve_forward(cfg, d), threads,
+                   cfg.activation)
 
     def init(self, *, key: jax.Array, dtype=jnp.float32) -> Params:
         """iid N(0, init_std²) blocks (official code); ``full`` starts with P[d,d] = 1 so the value
@@ -170,7 +190,7 @@ class LinearTransformer:
         P, Q = self.PQ(params)
         if isinstance(x, Moments):
             return forward_moments(P, Q, x)
-        return forward_columns(P, Q, x.Z)[:, -1, -1]
+        return forward_columns(P, Q, x.Z, self.activation)[:, -1, -1]
 
     def predict(self, params: Params, x: Moments | Columns) -> jax.Array:
         """TF(Z_0) = −[Z_L]_{d+1,n+1}."""

@@ -38,19 +38,33 @@ def _mean(xs: list[float]) -> float:
 
 
 def theory_refs(cfg: RunConfig, setup: ahn_setup.Setup) -> list[dict[str, float]]:
-    """Per seed: the baselines on its held-out prompts and, for L = 1, Theorem 1 (independent of training)."""
+    """Per seed: the baselines on its held-out prompts and, for L = 1, Theorem 1 (linear attention) or, on
+    isotropic data, Theorem 5 (ReLU attention), each also on the same held-out prompts (independent of training)."""
     L, n = cfg.model.layers, cfg.data.n
     refs = []
     for i in range(len(setup.seeds)):
         task = jax.tree.map(lambda a: np.asarray(a[i], np.float64), setup.tasks)
         ref = theory.baselines(*setup.val_prompts[i], *setup.test_prompts[i], task.sigma, L)
-        if L == 1:  # Theorem 1, for this seed's Σ and task prior; Γ* also on the same held-out prompts
+        act = cfg.model.activation
+        if L == 1 and act == "relu" and _isotropic(cfg, task):  # Theorem 5: b₁A = c*·I
+            c, ref["optimal_loss"] = theory.relu_attention_optimum(cfg.data.d, n)
+            X, y = setup.test_prompts[i]
+            # the model's own predictor at A = c*I: ŷ = −(1/n) Σ_i y_i σ(−x_iᵀA x_q) (score z_iᵀQz_q, Q = −A)
+            scores = np.maximum(-c * np.einsum("bid,bd->bi", X[:, :n], X[:, n]), 0.0)
+            ref["optimal_test_loss"] = float(np.mean((np.mean(y[:, :n] * scores, 1) + y[:, n]) ** 2))
+        if L == 1 and act == "linear":  # Theorem 1, for this seed's Σ and task prior; Γ* also on the same prompts
             G = theory.optimal_preconditioner(task.sigma, n, w_covariance(task), cfg.data.noise_std)
             ref["optimal_loss"] = theory.one_layer_loss(G, task.sigma, n, w_covariance(task), cfg.data.noise_std)
             X, y = setup.test_prompts[i]
             ref["optimal_test_loss"] = theory.mse(theory.preconditioned_gd(X, y, [G.T]), y)
         refs.append(ref)
     return refs
+
+
+def _isotropic(cfg: RunConfig, task) -> bool:
+    """Theorem 5's law: Σ = I, w ~ N(0, I_d), no label noise."""
+    return (cfg.data.noise_std == 0 and np.allclose(task.sigma, np.eye(cfg.data.d))
+            and np.allclose(w_covariance(task), np.eye(cfg.data.d)))
 
 
 def evaluate_point(cfg: RunConfig, seeds: list[int], hist: History, refs: list[dict]) -> dict[str, Any]:
@@ -181,7 +195,8 @@ def report_lines(points: list[AhnPoint]) -> list[str]:
                          + f" | {p.norms_increasing} |")
     return lines + ["", "gd / pgd: L-step gradient descent (A = ηI) and preconditioned GD (A = ηΣ⁻¹) with the "
                     "step η tuned on a validation set, using all n context examples; ols: least squares; "
-                    "optimal_loss: Theorem 1's closed form (L = 1). Losses are E[(ŷ − y)²], no ½.", ""]
+                    "optimal_loss: Theorem 1's closed form (L = 1, linear attention) or Theorem 5's (L = 1, ReLU attention, "
+                    "isotropic data). Losses are E[(ŷ − y)²], no ½.", ""]
 
 
 RECIPES: list[Experiment] = []  # this module's recipes, in `icldyn list` order
@@ -229,4 +244,25 @@ RECIPES.append(Experiment(
               "model": {"kind": "linear_attention", "layers": 3, "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.02, "decay_every": 2000, "steps": 30_000}},
     quick={"seeds": 1, "data": QUICK_DATA, "model": {"init_std": 1e-3}, "train": {**QUICK_TRAIN, "steps": 4000}},
+))
+RECIPES.append(Experiment(
+    "ahn-theorem4", "ahn",
+    "relaxed L = 3 at the paper's own schedule (lr 0.1 halved every 4000 steps, 100 000 steps): distances to "
+    "Theorem 4's set S, heat maps, ‖A_ℓ‖ order",
+    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+    defaults={"seeds": 5, "data": OFFICIAL_DATA,
+              "model": {"kind": "linear_attention", "layers": 3, "parameterization": "relaxed", "init_std": 1e-4},
+              "train": {**OFFICIAL_TRAIN, "lr": 0.1, "decay_every": 4000, "steps": 100_000, "log_every": 1000}},
+    quick={"seeds": 1, "data": QUICK_DATA, "model": {"init_std": 1e-3}, "train": {**QUICK_TRAIN, "steps": 4000}},
+))
+RECIPES.append(Experiment(
+    "ahn-relu", "ahn",
+    "one layer of ReLU attention on isotropic data learns Theorem 5's b₁A = c*·I, c* = 2n/(n + 2d + 3)",
+    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+    defaults={"seeds": 5, "data": {"kind": "prompts", "d": 5, "n": 20, "covariance": "identity", "w_prior": "identity",
+                                   "test_size": 50_000},
+              "model": {"kind": "linear_attention", "layers": 1, "parameterization": "sparse", "activation": "relu",
+                        "init_std": 0.1},
+              "train": {**QUICK_TRAIN, "lr": 0.02, "steps": 3000, "batch": 2000}},
+    quick={"seeds": 1, "data": {"test_size": 20_000}, "train": {"steps": 500, "batch": 1000, "log_every": 50}},
 ))

@@ -58,6 +58,29 @@ def optimal_loss(sigma: np.ndarray, n: int, w_cov: np.ndarray | None = None, noi
     return one_layer_loss(G, sigma, n, w_cov, noise_std)
 
 
+def relu_attention_optimum(d: int, n: int) -> tuple[float, float]:
+    """Theorem 5 (one layer of ReLU attention, x ~ N(0, I_d), w* ~ N(0, I_d), no noise): the global minimiser has
+    b₁A = c*·I (and b₀ = 0, the key reading no label), here in closed form,
+
+    .. math:: c^* = \\frac{2n}{n + 2d + 3},\\qquad f^* = \\frac{d\\,(2d + 3)}{n + 2d + 3}.
+
+    Derivation (the proof's Stein step): for ŷ = (c/n) Σ_i y_i σ(x_iᵀx_q) the loss is E‖v − x_q‖² over w*, with
+    v = (c/n) Σ_i x_i σ(x_iᵀx_q). Since E[σ′] = ½, E[x σ(xᵀu)] = u/2; by the symmetry x ↦ −x,
+    E[(xᵀu) σ(xᵀu)] = ‖u‖²/2 and E[‖x‖²σ(xᵀu)²] = E[‖x‖²(xᵀu)²]/2. So
+    f(c) = c² d (n + 2d + 3)/(4n) − c d + d. Linear attention's Theorem 1 optimum is n/(n + d + 1) and
+    d(d + 1)/(n + d + 1): a ReLU zeroes half the scores, so the step doubles and the loss is higher.
+    In this library's sign convention (Q = −[[A, 0], [0, 0]]) the minimiser is A = c*·I with b₁ = P[d, d] = 1.
+    """
+    c = 2 * n / (n + 2 * d + 3)
+    return c, relu_attention_loss(c, d, n)
+
+
+def relu_attention_loss(c: float, d: int, n: int) -> float:
+    """Theorem 5's setting at b₁A = c·I: f(c) = c² d (n + 2d + 3)/(4n) − c d + d (see
+    :func:`relu_attention_optimum`)."""
+    return c**2 * d * (n + 2 * d + 3) / (4 * n) - c * d + d
+
+
 # ---------------------------------------------------------------- L-step baselines on prompts
 
 

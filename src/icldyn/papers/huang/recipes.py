@@ -131,6 +131,9 @@ def is_imbalanced(p: np.ndarray) -> bool:
     return bool(p[0] > 1.5 * p[1:].max()) if len(p) > 1 else False
 
 
+EPSILONS = tuple(0.04 * 2.0**-j for j in range(10))  # ε of the ε-times: 0.04 … 8e-5, those a run reaches
+
+
 def summarise_point(label: str, method: Method, pcfg: RunConfig, setup: Setup, hist: History, wall: float) -> dict:
     """Per seed: final loss and attention, and phase boundaries per tracked feature (SPEC §2.5)."""
     p = np.asarray(setup.tasks.p[0], np.float64)
@@ -154,9 +157,18 @@ def summarise_point(label: str, method: Method, pcfg: RunConfig, setup: Setup, h
             features[str(k)] = info
         steps, loss = curve(hist, "loss", i)
         _, amean = curve(hist, "attn_mean", i)
+        eps = None
+        if not imbalanced:  # Theorem 3.1's ε-times, Stage II's A_k and attention concentration along the curve
+            k = setup.tracked[0]
+            _, A = curve(hist, f"A{k}", i)
+            _, B = curve(hist, f"B{k}_{(k + 1) % len(p)}" if len(p) <= FULL_B else f"B{k}_rest", i)  # all equal
+            eps = theory.epsilon_times(steps, loss, A, B, _optimal_loss(tuple(p), pcfg.data.n,
+                                                                       pcfg.train.count_samples),
+                                       len(p), pcfg.data.n, EPSILONS)
         out_seeds.append({"seed": seed, "status": "diverged" if i in hist.diverged_at else "finished",
                           "diverged_at": hist.diverged_at.get(i), "final_loss": float(loss[-1]),
-                          "t_half": theory.first_step(steps, amean >= 0.5), "features": features})
+                          "t_half": theory.first_step(steps, amean >= 0.5), "features": features,
+                          "epsilon_times": eps})
     return {"point": label, "method": method.name, "oracle": pcfg.train.oracle, "K": pcfg.data.features,
             "N": pcfg.data.n, "p": p.tolist(), "imbalanced": imbalanced, "exact_counts": setup.exact,
             "unavoidable_loss": theory.unavoidable_loss(p, pcfg.data.n),

@@ -25,10 +25,21 @@ class Feature(Typed):
     phases: Phases
 
 
+class EpsilonTime(Typed):
+    """theory.epsilon_times: at the first step with L − L* ≤ ε."""
+
+    eps: float
+    t: int
+    A: float  # A_k(T_ε)
+    A_over_log: float  # A_k / log(K/ε) (Stage II: O(log(K/ε)))
+    q99_miss_over_sqrt_eps: float  # 99th percentile over prompts of 1 − Attn_k, over ε^½
+
+
 class HuangSeed(Seed):
     final_loss: float
     t_half: int | None  # first step with mean E[Attn_k] ≥ ½
     features: dict[str, Feature]  # tracked features k (from 0)
+    epsilon_times: list[EpsilonTime] | None = None  # balanced only
 
 
 class HuangPoint(Point):

@@ -170,18 +170,61 @@ def underrepresented_phases(steps, A, B_dom, attn, level: float = 0.5) -> dict:
     III target growth: ends when E[Attn_k] reaches ``level`` (1 − Attn_k = Ω(1) before);
     IV  convergence.
 
+    The paper's own text gives II and III by which weight leads and whether 1 − Attn_k = Ω(1); I's end
+    condition (√r₀) is this library's, since the paper's was not recovered (SPEC §2.5). Each boundary is the
+    first step meeting its own condition over the whole curve, not searched after the previous one.
     Returns the three boundaries (None where not reached), r₀ and whether the phases came in order."""
     steps = np.asarray(steps, float)
     rise = np.gradient(np.asarray(A, float), steps)
     fall = -np.gradient(np.asarray(B_dom, float), steps)
     ratio = fall / np.maximum(rise, 1e-300)
     r0 = float(ratio[0])
-    after = lambda t: steps >= (t if t is not None else np.inf)  # noqa: E731
+    # each boundary from its own condition over the whole curve, so that their order is a finding
     t1 = first_step(steps, ratio <= np.sqrt(max(r0, 1.0))) if r0 > 1 else None
-    t2 = first_step(steps, after(t1) & (ratio <= 1.0))
-    t3 = first_step(steps, after(t2) & (np.asarray(attn) >= level))
+    t2 = first_step(steps, ratio <= 1.0)
+    t3 = first_step(steps, np.asarray(attn) >= level)
     return {"phase_I_end": t1, "phase_II_end": t2, "phase_III_end": t3, "initial_ratio": r0,
             "ordered": None not in (t1, t2, t3) and 0 < t1 < t2 < t3}
+
+
+def epsilon_times(steps, loss, A, B, optimal: float, K: int, n_tokens: int, eps) -> list[dict]:
+    """Theorem 3.1 (balanced) along a GD curve, per ε (those reached): the ε-time T_ε, the first logged step with
+    L − L* ≤ ε (the paper's T* = O(log(K)K²/η + K log(K ε^{−½})/(ηε))); the target weight A_k(T_ε) against
+    Stage II's bound O(log(K/ε)) (ratio A_k/log(K/ε)); and the attention concentration at T_ε, the 99th
+    percentile over prompts with x_query = v_k of 1 − Attn_k (exact over the counts), against O(ε^½).
+    A, B: the target and off-target weights s_kk, s_kn (balanced: one of each)."""
+    steps, gap = np.asarray(steps), np.asarray(loss) - optimal
+    out = []
+    for e in eps:
+        t = first_step(steps, gap <= e)
+        if t is None:
+            continue
+        i = int(np.nonzero(steps == t)[0][0])
+        out.append({"eps": float(e), "t": t, "A": float(A[i]), "A_over_log": float(A[i] / np.log(K / e)),
+                    "q99_miss_over_sqrt_eps": miss_quantile(float(A[i] - B[i]), K, n_tokens, 0.99) / np.sqrt(e)})
+    return out
+
+
+def miss_quantile(logit: float, K: int, n_tokens: int, q: float) -> float:
+    """The q-quantile over prompts of 1 − Attn_k for a query v_k, balanced p = 1/K, target logit minus
+    off-target logit ``logit``: 1 − Attn_k = (N − c)/(N − c + c e^{logit}) with c ~ Binomial(N, 1/K), exact."""
+    from scipy.stats import binom
+
+    c = np.arange(n_tokens + 1)
+    miss = (n_tokens - c) / (n_tokens - c + c * np.exp(logit))
+    order = np.argsort(miss)
+    cdf = np.cumsum(binom.pmf(c[order], n_tokens, 1 / K))
+    return float(miss[order][np.searchsorted(cdf, q)])
+
+
+def loglog_fit(x, y) -> tuple[float, float]:
+    """Least-squares slope of log y on log x and its standard error."""
+    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
+    X = np.c_[np.ones_like(lx), lx]
+    coef, res, *_ = np.linalg.lstsq(X, ly, rcond=None)
+    dof = max(len(lx) - 2, 1)
+    sigma2 = float(np.sum((ly - X @ coef) ** 2)) / dof
+    return float(coef[1]), float(np.sqrt(sigma2 * np.linalg.inv(X.T @ X)[1, 1]))
 
 
 float64_module(globals())  # every public function computes in float64 whatever JAX's x64 flag

@@ -1,0 +1,321 @@
+"""Recipes of the companion paper (arXiv 2310.01082), one per optimisation notebook of the official code, on the
+core's runner skeleton (:func:`icldyn.recipe.run_jobs`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+
+from icldyn import plots
+from icldyn.config import RunConfig, with_overrides
+from icldyn.papers.ahn.model import LinearTransformer, resolve_forward
+from icldyn.papers.linattn import data
+from icldyn.recipe import Experiment, Job, Point, Reporter, Result, Seed, Table, grid_points, run_jobs
+from icldyn.store import RunDir
+from icldyn.train.loop import Problem
+from icldyn.train.optimizers import build_optimizer
+
+TEST_KEY = 99  # the official notebooks' test seed
+
+
+class LawSeed(Seed):
+    test_loss: float
+
+
+class LawPoint(Point):
+    test_loss: float  # final, mean over finished seeds
+    test_loss_std: float
+    seeds: list[LawSeed]
+
+
+class LawResult(Result):
+    points: list[LawPoint]
+
+
+def model_of(cfg: RunConfig) -> LinearTransformer:
+    m = cfg.model
+    return LinearTransformer(cfg.data.d, m.layers, m.heads, m.parameterization, m.init_std,
+                             resolve_forward(m, cfg.data.d), getattr(cfg.train, "threads", 1), m.activation)
+
+
+def landscape(model: LinearTransformer, params, test) -> dict[str, jax.Array]:
+    """The loss landscape at ``params`` on the fixed held-out batch (plot_condition_number and
+    plot_smoothness_vs_gradnorm): the full Hessian H over every trained entry (150 at L = 3, d = 5: exact, no
+    Lanczos needed), the notebook's condition number max|diag H| / median|diag H|, H's extreme eigenvalues, ‖∇f‖, and
+    the smoothness along the gradient, dᵀHd with d = ∇f/‖∇f‖ (the notebook takes d along the optimiser's update)."""
+    from jax.flatten_util import ravel_pytree
+
+    pure = model if model.form != "kernel" else dataclasses.replace(model, form="moments")  # autodiff twice
+    flat, unravel = ravel_pytree(params)
+    f = lambda v: pure.loss(unravel(v), test)  # noqa: E731
+    g, H = jax.grad(f)(flat), jax.hessian(f)(flat)
+    diag, eig = jnp.abs(jnp.diag(H)), jnp.linalg.eigvalsh(H)
+    gn = jnp.linalg.norm(g)
+    u = g / gn
+    return {"grad_norm_test": gn, "hess_diag_ratio": jnp.max(diag) / jnp.median(diag), "lambda_max": eig[-1],
+            "lambda_min": eig[0], "smoothness_along_grad": u @ H @ u}
+
+
+def problem_of(cfg: RunConfig, model: LinearTransformer, with_landscape: bool = False) -> Problem:
+    """The trainer's view: a fresh batch of ``cfg.data``'s law per step (or every ``resample_every``), the
+    in-context loss without ½ (official), and the held-out loss (and, ``with_landscape``, :func:`landscape`)."""
+    dtype = jnp.dtype(cfg.train.dtype)
+
+    def evaluate(params, task, test):
+        out = {"test_loss": model.loss(params, test)}
+        return {**out, **landscape(model, params, test)} if with_landscape else out
+
+    return Problem(init=lambda task, key: model.init(key=key, dtype=dtype),
+                   sample=lambda task, key: model.prepare(data.sample(cfg.data, key, cfg.train.batch, dtype)),
+                   loss=model.loss, evaluate=evaluate, seed_map="vmap" if model.form == "kernel" else "map")
+
+
+def jobs(cfg: RunConfig, with_landscape: bool = False):
+    for label, over in grid_points(cfg):
+        pcfg = with_overrides(cfg, over)
+        model = model_of(pcfg)
+        seeds = list(range(pcfg.seed, pcfg.seed + pcfg.seeds))
+        tests = jax.tree.map(lambda *xs: jnp.stack(xs), *[
+            model.prepare(data.sample(pcfg.data, jax.random.fold_in(jax.random.PRNGKey(s), TEST_KEY),
+                                      pcfg.data.test_size, jnp.dtype(pcfg.train.dtype))) for s in seeds])
+        keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
+
+        def summarise(trained, wall, label=label, over=over, seeds=seeds):
+            [(_, hist)] = trained
+            final = hist.metrics[-1]["test_loss"]
+            out = [{"seed": s, "test_loss": float(final[i]), "status": "diverged" if i in hist.diverged_at
+                    else "finished", "diverged_at": hist.diverged_at.get(i)} for i, s in enumerate(seeds)]
+            ok = [s["test_loss"] for s in out if s["status"] == "finished"]
+            return [{"point": label, "grid": over, "seeds": out, "test_loss": float(np.mean(ok)) if ok else np.nan,
+                     "test_loss_std": float(np.std(ok)) if ok else np.nan}]
+
+        yield Job(pcfg, [(0, label, seeds)], problem_of(pcfg, model, with_landscape), build_optimizer(pcfg.train),
+                  jnp.zeros(len(seeds)), tests, keys, summarise, description=label or cfg.experiment)
+
+
+def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
+    """log test loss against iterations, mean ± sd over seeds per grid point (the notebooks' loss figure)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for p in points:
+        steps, _, _, _ = plots.series(rows, p.point, "test_loss")
+        pt, mt = np.asarray(rows["point"]), np.asarray(rows["metric"])
+        sel = (pt == p.point) & (mt == "test_loss")
+        st, val = np.asarray(rows["step"])[sel], np.log(np.asarray(rows["value"], float)[sel])
+        mean = np.array([val[st == s].mean() for s in steps])
+        sd = np.array([val[st == s].std() for s in steps])
+        (line,) = ax.plot(steps, mean, label=p.point or cfg.experiment)
+        ax.fill_between(steps, mean - sd, mean + sd, color=line.get_color(), alpha=0.2)
+    d, m = cfg.data, cfg.model
+    ax.set(xlabel="iteration", ylabel="log test loss", title=f"{cfg.experiment}: L = {m.layers}, d = {d.d}, "
+           f"n = {d.n}, {d.covariates} x, {d.task} task, batch {cfg.train.batch}, {cfg.seeds} seeds")
+    ax.legend(fontsize=8)
+    return plots.save(fig, rd, "loss")
+
+
+def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> LawResult:
+    pts = [LawPoint.model_validate(p) for p in result["points"]]
+    status = "finished" if all(s.status == "finished" for p in pts for s in p.seeds) else "diverged"
+    table = Table(columns=["point", "final test loss (mean ± sd)"],
+                  rows=[[p.point or "—", f"{p.test_loss:.4g} ± {p.test_loss_std:.2g}"] for p in pts])
+    figures = [loss_curves(cfg, pts, rows, rd)]
+    if cfg.experiment in LANDSCAPE_FIGURES:
+        figures.append(LANDSCAPE_FIGURES[cfg.experiment](cfg, pts, rows, rd))
+    return LawResult(**{**result, "points": pts}, figures=figures, status=status,
+                     table=table, report_lines=["Losses are E[(ŷ − y)²] with no ½ (official code), on each seed's "
+                                                "fixed held-out prompts."])
+
+
+def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> LawResult:
+    t0 = time.time()
+    [(points, rows)] = run_jobs([rd], reporter, jobs(cfg, with_landscape=cfg.experiment in LANDSCAPE_FIGURES))
+    return combine(cfg, {"points": points, "wall_s": time.time() - t0}, rows, rd)
+
+
+def _per_point(rows: dict[str, list], point: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values over seeds): the seeds' rows of one metric of one point, in step order."""
+    pt, mt = np.asarray(rows["point"]), np.asarray(rows["metric"])
+    sel = (pt == point) & (mt == metric)
+    steps, values = np.asarray(rows["step"])[sel], np.asarray(rows["value"], float)[sel]
+    order = np.argsort(steps, kind="stable")
+    return steps[order], values[order]
+
+
+def condition_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
+    """The notebook's condition number max|diag H| / median|diag H| along training, mean ± sd over seeds."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for p in points:
+        steps, mean, lo, hi = plots.series(rows, p.point, "hess_diag_ratio")
+        (line,) = ax.plot(steps, mean, label=p.point or cfg.experiment)
+        ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2)
+    ax.set(xlabel="iteration", ylabel="max |diag H| / median |diag H|", yscale="log",
+           title=f"{cfg.experiment}: Hessian condition number (held-out batch)")
+    ax.legend(fontsize=8)
+    return plots.save(fig, rd, "condition_number")
+
+
+def smoothness_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
+    """log smoothness along the gradient against log ‖∇f‖ along training, coloured by iteration, per point."""
+    fig, axes = plt.subplots(1, len(points), figsize=(4.6 * len(points), 3.8), squeeze=False)
+    for ax, p in zip(axes[0], points):
+        steps, g = _per_point(rows, p.point, "grad_norm_test")
+        _, sm = _per_point(rows, p.point, "smoothness_along_grad")
+        ok = (g > 0) & (sm > 0)
+        sc = ax.scatter(np.log(g[ok]), np.log(sm[ok]), c=steps[ok], s=8)
+        ax.set(xlabel="log ‖∇f‖", ylabel="log dᵀHd, d = ∇f/‖∇f‖", title=p.point or cfg.experiment)
+        fig.colorbar(sc, ax=ax, label="iteration")
+    fig.suptitle(f"{cfg.experiment}: smoothness against gradient norm (held-out batch)", fontsize=9)
+    return plots.save(fig, rd, "smoothness_vs_gradnorm")
+
+
+LANDSCAPE_FIGURES = {"linattn-condition": condition_figure, "linattn-smoothness": smoothness_figure}
+
+
+# The official train.ipynb: L = 3, d = 5, n = 20, a fresh batch of 1000 prompts per step, every block N(0, 0.05²),
+# lr 0.02, the whole gradient clipped to norm 1 (0.1 for sphere), SGD with momentum 0.9 against AdamW(0.9, 0.9),
+# 10 000 iterations, 6 seeds
+OFFICIAL = {"data": {"kind": "laws", "d": 5, "n": 20, "test_size": 1000},
+            "model": {"kind": "attention", "layers": 3, "parameterization": "relaxed", "init_std": 0.05},
+            "train": {"lr": 0.02, "momentum": 0.9, "b1": 0.9, "b2": 0.9, "clip": 1.0, "clip_mode": "global",
+                      "batch": 1000, "steps": 10_000, "log_every": 50}}
+
+RECIPES = [Experiment(
+    "linattn-adam-vs-sgd", "linattn",
+    "Adam against SGD on an L-layer linear transformer, Gaussian and heavy-tailed (gamma) covariates (arXiv "
+    "2310.01082, plot_loss.ipynb)",
+    run, result=LawResult, combine=combine,
+    defaults={**OFFICIAL, "seeds": 6,
+              "grid": {"data.covariates": ["normal", "gamma"], "train.optimizer": ["sgd", "adamw"]}},
+    quick={"seeds": 2, "grid": {"data.covariates": ["normal"], "train.optimizer": ["sgd", "adamw"]},
+           "train": {"steps": 600, "batch": 500}},
+)]
+
+
+RECIPES += [Experiment(
+    name, "linattn", description, run, result=LawResult, combine=combine,
+    defaults={**OFFICIAL, "seeds": 6, "grid": {"data.covariates": ["normal", "gamma"],
+                                                "train.optimizer": ["sgd", "adamw"]},
+              "train": {**OFFICIAL["train"], "log_every": 250}},
+    quick={"seeds": 1, "grid": {"data.covariates": ["normal"], "train.optimizer": ["sgd", "adamw"]},
+           "train": {"steps": 1000, "batch": 500, "log_every": 50}},
+) for name, description in (
+    ("linattn-condition", "the Hessian's condition number along Adam and SGD training, Gaussian and gamma "
+     "covariates (arXiv 2310.01082, plot_condition_number.ipynb)"),
+    ("linattn-smoothness", "smoothness against gradient norm along Adam and SGD training (arXiv 2310.01082, "
+     "plot_smoothness_vs_gradnorm.ipynb)"))]
+
+
+# ---------------------------------------------------------------- stochastic-gradient noise (plot_stochastic_noise)
+
+
+class NoisePoint(Point):
+    samples: int  # stochastic gradients drawn
+    batch: int
+    median: float  # of ‖g_B − ∇f‖
+    q999_over_median: float  # the 99.9th percentile over the median
+    gaussian_q999_over_median: float  # the same for Gaussian noise of the same covariance (the fit)
+    hill_tail_index: float  # Hill estimator α over the top √m norms (a Gaussian's norm has no power tail: α → ∞)
+    gaussian_hill_tail_index: float
+    kurtosis: float  # excess kurtosis of the norms
+    gaussian_kurtosis: float
+
+
+class NoiseResult(Result):
+    points: list[NoisePoint]
+
+
+def hill(x: np.ndarray, k: int) -> float:
+    """Hill's estimator of the tail index α from the k largest of ``x`` (α ≈ 2–4 heavy, large: light)."""
+    top = np.sort(x)[-(k + 1):]
+    return float(1.0 / np.mean(np.log(top[1:] / top[0])))
+
+
+def noise_stats(norms: np.ndarray) -> dict[str, float]:
+    from scipy import stats
+
+    med = float(np.median(norms))
+    return {"median": med, "q999_over_median": float(np.quantile(norms, 0.999) / med),
+            "hill_tail_index": hill(norms, int(np.sqrt(len(norms)))), "kurtosis": float(stats.kurtosis(norms))}
+
+
+def gradient_noise(cfg: RunConfig, params, key: jax.Array, samples: int, chunk: int = 100):
+    """‖g_B − ∇f‖ for ``samples`` minibatch gradients g_B at ``params`` (batch ``cfg.train.batch``), ∇f estimated
+    on 100 batches as the notebook does, and the same norms for Gaussian noise with the minibatch gradients'
+    covariance (the fit the paper compares with)."""
+    model = model_of(cfg)
+    flat = lambda g: jnp.concatenate([x.ravel() for x in jax.tree.leaves(g)])  # noqa: E731
+    dtype = jnp.dtype(cfg.train.dtype)
+    grad = jax.jit(lambda k, b: flat(jax.grad(model.loss)(params, model.prepare(data.sample(cfg.data, k, b, dtype)))),
+                   static_argnums=1)
+    k_full, k_noise, k_gauss = jax.random.split(key, 3)
+    full = grad(k_full, 100 * cfg.train.batch)
+    many = jax.jit(jax.vmap(lambda k: grad(k, cfg.train.batch)))
+    G = np.concatenate([np.asarray(many(ks)) for ks in
+                        np.array_split(np.asarray(jax.random.split(k_noise, samples)), max(samples // chunk, 1))])
+    noise = G - np.asarray(full)
+    centred = noise - noise.mean(0)
+    cov = centred.T @ centred / samples
+    gauss = np.random.default_rng(np.asarray(k_gauss)[-1]).multivariate_normal(np.zeros(len(cov)), cov, samples,
+                                                                                method="eigh")
+    return np.linalg.norm(noise, axis=1), np.linalg.norm(gauss, axis=1)
+
+
+def noise_run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> NoiseResult:
+    """The notebook's experiment at initialisation (every block N(0, init_std²)), per grid point: the distribution
+    of the stochastic-gradient noise norm against a Gaussian of the same covariance, its tail index and kurtosis."""
+    t0 = time.time()
+    rows: dict[str, list] = {k: [] for k in ("run_id", "point", "seed", "step", "metric", "value")}
+    points, figs = [], []
+    fig, axes = plt.subplots(1, len(grid_points(cfg)), figsize=(4.6 * len(grid_points(cfg)), 3.6), squeeze=False)
+    samples = cfg.train.steps  # one stochastic gradient per "step"
+    for ax, (label, over) in zip(axes[0], grid_points(cfg)):
+        pcfg = with_overrides(cfg, over)
+        tick = reporter.start(label or cfg.experiment, 1)
+        model = model_of(pcfg)
+        params = model.init(key=jax.random.fold_in(jax.random.PRNGKey(pcfg.seed), 0),
+                            dtype=jnp.dtype(pcfg.train.dtype))
+        norms, gauss = gradient_noise(pcfg, params, jax.random.fold_in(jax.random.PRNGKey(pcfg.seed), 1), samples)
+        tick(1, {})
+        emp, fit = noise_stats(norms), noise_stats(gauss)
+        points.append({"point": label, "grid": over, "samples": samples, "batch": pcfg.train.batch, **emp,
+                       **{f"gaussian_{k}": v for k, v in fit.items() if k != "median"},
+                       "seeds": [{"seed": pcfg.seed}]})
+        for i, v in enumerate(norms):
+            for k, x in (("run_id", rd.run_id), ("point", label), ("seed", pcfg.seed), ("step", i),
+                         ("metric", "noise_norm"), ("value", float(v))):
+                rows[k].append(x)
+        bins = np.linspace(0, np.quantile(np.r_[norms, gauss], 0.999), 60)
+        ax.hist(norms, bins, density=True, alpha=0.6, label="stochastic gradient noise")
+        ax.hist(gauss, bins, density=True, histtype="step", color="k", label="Gaussian, same covariance")
+        ax.set(xlabel="‖g_B − ∇f‖", ylabel="density", yscale="log", title=f"{label or cfg.experiment}\n"
+               f"tail index {emp['hill_tail_index']:.1f} (Gaussian {fit['hill_tail_index']:.1f})")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{cfg.experiment}: L = {cfg.model.layers}, d = {cfg.data.d}, n = {cfg.data.n}, batch "
+                 f"{cfg.train.batch}, {samples} gradients at initialisation", fontsize=9)
+    figs.append(plots.save(fig, rd, "noise"))
+    rd.write_metrics(rows)
+    pts = [NoisePoint.model_validate(p) for p in points]
+    table = Table(columns=["point", "q99.9/median (Gaussian)", "tail index (Gaussian)", "kurtosis (Gaussian)"],
+                  rows=[[p.point or "—", f"{p.q999_over_median:.2f} ({p.gaussian_q999_over_median:.2f})",
+                         f"{p.hill_tail_index:.1f} ({p.gaussian_hill_tail_index:.1f})",
+                         f"{p.kurtosis:.1f} ({p.gaussian_kurtosis:.1f})"] for p in pts])
+    return NoiseResult(points=pts, figures=figs, status="finished", wall_s=time.time() - t0, table=table,
+                       report_lines=["Noise ‖g_B − ∇f‖ of minibatch gradients at initialisation, ∇f on 100 batches "
+                                     "(the notebook's estimate); the Gaussian has the minibatch gradients' "
+                                     "covariance. Tail index: Hill's estimator over the top √m norms."])
+
+
+RECIPES.append(Experiment(
+    "linattn-noise", "linattn",
+    "stochastic-gradient noise of the linear transformer against a Gaussian fit, tail index, Gaussian and gamma "
+    "covariates (arXiv 2310.01082, plot_stochastic_noise.ipynb)",
+    noise_run, result=NoiseResult,
+    defaults={**OFFICIAL, "grid": {"data.covariates": ["normal", "gamma"]}, "seed": 1,
+              "train": {**OFFICIAL["train"], "steps": 10_000}},
+    quick={"train": {"steps": 500}},
+))
