@@ -202,7 +202,7 @@ RECIPES += [Experiment(
                                                 "train.optimizer": ["sgd", "adamw"]},
               "train": {**OFFICIAL["train"], "log_every": 250}},
     quick={"seeds": 1, "grid": {"data.covariates": ["normal"], "train.optimizer": ["sgd", "adamw"]},
-           "train": {"steps": 1000, "batch": 500, "log_every": 50}},
+           "train": {"steps": 600, "batch": 500, "log_every": 40}},
 ) for name, description in (
     ("linattn-condition", "the Hessian's condition number along Adam and SGD training, Gaussian and gamma "
      "covariates (arXiv 2310.01082, plot_condition_number.ipynb)"),
