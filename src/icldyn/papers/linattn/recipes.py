@@ -103,10 +103,8 @@ def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], r
     """log test loss against iterations, mean ± sd over seeds per grid point (the notebooks' loss figure)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for p in points:
-        steps, _, _, _ = plots.series(rows, p.point, "test_loss")
-        pt, mt = np.asarray(rows["point"]), np.asarray(rows["metric"])
-        sel = (pt == p.point) & (mt == "test_loss")
-        st, val = np.asarray(rows["step"])[sel], np.log(np.asarray(rows["value"], float)[sel])
+        st, val = _per_point(rows, p.point, "test_loss")
+        val, steps = np.log(val), np.unique(st)
         mean = np.array([val[st == s].mean() for s in steps])
         sd = np.array([val[st == s].std() for s in steps])
         (line,) = ax.plot(steps, mean, label=p.point or cfg.experiment)
