@@ -47,7 +47,7 @@ lines += ["Other combinations refused before any work: `model.kind` and `data.ki
           "`data.p < data.d` (regression); `data.features > data.d`; `data.eigenvalues` whose length is not `data.d`; "
           "`data.feature_probs` not summing to 1 or not of length `data.features`; `data.m_singular_values` not of "
           "length min(p, d); `data.eigenvalues` without `covariance = 'eigenvalues'`, `data.condition_number` without "
-          "`covariance = 'condition'`; `data.sampler = 'kernel'` with `model.forward = 'columns'`; the C kernel with "
+          "`covariance = 'condition'`; `model.forward = 'moments'` with a nonlinear `model.activation`; the C kernel with "
           "d > 15; and, on a machine where the C kernel cannot be built, an explicit `model.forward = 'kernel'` or "
           "`data.sampler = 'kernel'`. A setting that is valid but outside a paper's assumptions (Huang et al.'s "
           "N ≫ K³, Goel et al.'s ‖MΣ^½‖ < 1/16, …) runs, and its `summary.json` (`assumptions_not_met`) and "

@@ -111,7 +111,7 @@ def test_pure_jax_sampler_draws_the_kernels_prompts():
     """The same key gives the same prompts on every path: the jax.numpy Philox4x32-10 + Box–Muller twin against
     the C sampler, to float64 rounding, and a law check (each normal standard, ≈ 0 correlation)."""
     from icldyn.papers.ahn.config import PromptsData
-    from icldyn.papers.ahn.data import make_task, philox_normals, sample_prompts_philox
+    from icldyn.papers.ahn.data import make_task, philox_normals, prompt_matrix, sample_prompts_philox
 
     task = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), make_task(PromptsData(covariance="official",
                                                                                      noise_std=0.3), 1))
@@ -120,8 +120,35 @@ def test_pure_jax_sampler_draws_the_kernels_prompts():
     ref = kernel.sample_moments(task, key, 200, 20)
     for a, b in zip(twin, ref):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+    Z, yq = kernel.sample_moments(task, key, 200, 20, columns=True)  # the same prompts as prompt matrices
+    np.testing.assert_allclose(np.asarray(Z), np.asarray(prompt_matrix(sample_prompts_philox(task, key=key,
+                                                                                            batch=200, n=20))),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(yq), np.asarray(ref[2]), rtol=1e-12, atol=1e-12)
     g = np.asarray(philox_normals(jnp.array([3, 4], jnp.uint32), 4000, 6, jnp.float64))
     assert abs(g.mean()) < 0.02 and abs(g.std() - 1) < 0.02 and abs(np.corrcoef(g.T)[0, 1:]).max() < 0.05
+
+
+@pytest.mark.skipif(not kernel.available(D_ + 1), reason="no C compiler: the kernel path is not built here")
+@pytest.mark.parametrize("activation", kernel.ACTIVATIONS)
+def test_column_kernel_loss_and_gradient_equal_autodiff(prompts, activation):
+    """The fused column kernel (any activation) against autodiff of the JAX column form, float64, 2 heads, 3 layers,
+    130 prompts (not a multiple of the vector width), two seeds in one call through vmap."""
+    import dataclasses
+
+    cols = LinearTransformer(D_, 3, heads=2, parameterization="full", init_std=0.4, form="columns",
+                             activation=activation)
+    kern = dataclasses.replace(cols, form="kernel")
+    params = cols.init(key=jax.random.PRNGKey(1), dtype=jnp.float64)
+    x = cols.prepare(prompts)
+    seeds = jax.tree.map(lambda a: jnp.stack([a, 0.5 * a]), params)
+    loss_k, grad_k = jax.vmap(jax.value_and_grad(kern.loss), in_axes=(0, None))(seeds, x)
+    for s, scale in enumerate((1.0, 0.5)):
+        p = jax.tree.map(lambda a: scale * a, params)
+        loss_c, grad_c = jax.value_and_grad(cols.loss)(p, x)
+        np.testing.assert_allclose(loss_k[s], loss_c, rtol=1e-12)
+        for k in grad_c:
+            np.testing.assert_allclose(grad_k[k][s], grad_c[k], rtol=1e-10, atol=1e-12 * float(jnp.abs(grad_c[k]).max()))
 
 
 def _reference_attention(P, Q, Z, activation):

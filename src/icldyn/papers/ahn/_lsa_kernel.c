@@ -65,6 +65,8 @@ __attribute__((simd("notinbranch"))) extern float logf(float);
 __attribute__((simd("notinbranch"))) extern float cosf(float);
 __attribute__((simd("notinbranch"))) extern double log(double);
 __attribute__((simd("notinbranch"))) extern double cos(double);
+__attribute__((simd("notinbranch"))) extern float expf(float);
+__attribute__((simd("notinbranch"))) extern double exp(double);
 #endif
 
 /* Philox4x32-10 on BLK counters at once, prompt index innermost (vectorisable). */
@@ -106,17 +108,21 @@ DEFINE_BOXMULLER(boxmuller_f64, double, log, cos, sqrt)
 #define REAL float
 #define VEC vf32
 #define FN(name) name##_f32
+#define EXP expf
 #include "_lsa_kernel.c" /* this file, typed part */
 #undef REAL
 #undef VEC
 #undef FN
+#undef EXP
 #define REAL double
 #define VEC vf64
 #define FN(name) name##_f64
+#define EXP exp
 #include "_lsa_kernel.c" /* this file, typed part */
 #undef REAL
 #undef VEC
 #undef FN
+#undef EXP
 #else /* ============================ typed part (REAL, VEC, FN) ============================ */
 #define VL ((int)(VBYTES / sizeof(REAL)))
 #define NC (BLK / VL)
@@ -352,9 +358,11 @@ int FN(lsa)(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Q
     return 0;
 }
 /* Fresh prompts straight into their moments (see the shared part). Per vector of VL prompts the 21 (for
- * D = 6) entries of the upper triangle of S accumulate in registers over the n context columns. */
+ * D = 6) entries of the upper triangle of S accumulate in registers over the n context columns.
+ * cols = 1: the same prompts as prompt matrices instead, Sall receiving Z (B, D, n + 1) with the query label
+ * zeroed (zqall unused), for the column form. */
 int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsqall, const REAL *sigmas,
-               const uint32_t *keys, REAL *Sall, REAL *zqall, REAL *yqall, int nthreads) {
+               const uint32_t *keys, REAL *Sall, REAL *zqall, REAL *yqall, int cols, int nthreads) {
     const int D = DCONST;
     if (d + 1 != D || n < 1) return 1;
     const long NG = d + (long)(n + 1) * D; /* normals per prompt: w, then (x_i, e_i) */
@@ -371,7 +379,8 @@ int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsq
             const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);
             const REAL *Ssq = Ssqall + sd * d * d, *Wsq = Wsqall + sd * d * d, sigma = sigmas[sd];
             const uint32_t k0 = keys[2 * sd], k1 = keys[2 * sd + 1];
-            REAL *S = Sall + (sd * B + b0) * D * D, *zq = zqall + (sd * B + b0) * D, *yq = yqall + sd * B + b0;
+            REAL *S = Sall + (sd * B + b0) * D * (cols ? n + 1 : D), *yq = yqall + sd * B + b0;
+            REAL *zq = cols ? NULL : zqall + (sd * B + b0) * D;
             for (long j = 0; j < ngroups; j++) {
                 philox_block((uint32_t)j, (uint64_t)b0, k0, k1, u);
                 FN(boxmuller)(u[0], u[1], G + (j * 4) * BLK, G + (j * 4 + 1) * BLK);
@@ -395,7 +404,15 @@ int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsq
                         y += wv[p] * s;
                     }
                     x[d] = y;
-                    if (ex < n) {
+                    if (cols) {
+                        for (int t = 0; t < VL && c * VL + t < nb; t++) {
+                            const long b = c * VL + t;
+                            REAL *Zb = S + b * (long)D * (n + 1); /* S is the block's Z here */
+                            for (int p = 0; p < d; p++) Zb[(long)p * (n + 1) + ex] = x[p][t];
+                            Zb[(long)d * (n + 1) + ex] = ex < n ? x[d][t] : 0;
+                            if (ex == n) yq[b] = x[d][t];
+                        }
+                    } else if (ex < n) {
                         int k = 0;
                         for (int p = 0; p < D; p++)
                             for (int q = p; q < D; q++) acc[k++] += x[p] * x[q];
@@ -408,7 +425,7 @@ int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsq
                         }
                     }
                 }
-                for (int t = 0; t < VL && c * VL + t < nb; t++) {
+                for (int t = 0; t < VL && c * VL + t < nb && !cols; t++) {
                     REAL *Sb = S + (c * VL + t) * D * D;
                     int k = 0;
                     for (int p = 0; p < D; p++)
@@ -422,6 +439,238 @@ int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsq
         }
         free(G);
     }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Column form with an activation: the official code's attention(P, Q, Z, activation), per prompt
+ *   s_ij = z_i^T Q_h z_j,   w_.j = sigma(s_.j) over the keys i,
+ *   z_j <- z_j + (1/n) sum_h sum_{i<n} P_h z_i w_ij      (the query key i = n is masked, M)
+ * act: 0 linear, 1 ReLU, 2 softmax over all N = n + 1 keys (the query's own score included, as the official
+ * code), 3 softmax over the n context keys. The last layer forms the query column only (j0 = N - 1).
+ * One work item is one vector of VL prompts and every array holds one VEC per entry (Z: D x N entry-major,
+ * z_i = column i; W: column-major, W[j * N + i] = w_ij), so every operation is a lane-parallel FMA.
+ * ---------------------------------------------------------------------------------------------- */
+
+/* sigma over the R keys of one column w (in place): lane-wise max-shifted softmax, or ReLU */
+INLINE void FN(activate)(const int R, const int act, VEC *w) {
+    REAL *f = (REAL *)w;
+    if (act == 1) {
+        for (int q = 0; q < R * VL; q++) f[q] = f[q] > 0 ? f[q] : 0;
+    } else if (act >= 2) {
+        VEC m = w[0], s = (VEC){0};
+        for (int i = 1; i < R; i++)
+            for (int t = 0; t < VL; t++) m[t] = m[t] > w[i][t] ? m[t] : w[i][t];
+        for (int i = 0; i < R; i++) w[i] -= m;
+        for (int q = 0; q < R * VL; q++) f[q] = EXP(f[q]);
+        for (int i = 0; i < R; i++) s += w[i];
+        const VEC r = (REAL)1 / s;
+        for (int i = 0; i < R; i++) w[i] *= r;
+    }
+}
+
+/* dL/ds from dL/dw (rows i < n; the masked query row has none), in place in dw */
+INLINE void FN(dactivate)(const int n, const int R, const int act, const VEC *w, VEC *dw) {
+    if (act == 1) {
+        const REAL *fw = (const REAL *)w;
+        REAL *fd = (REAL *)dw;
+        for (int q = 0; q < n * VL; q++) fd[q] = fw[q] > 0 ? fd[q] : 0;
+    } else if (act >= 2) {
+        VEC t = (VEC){0};
+        for (int i = 0; i < n; i++) t += w[i] * dw[i];
+        for (int i = 0; i < n; i++) dw[i] = w[i] * (dw[i] - t);
+        if (R > n) dw[n] = -w[n] * t;
+    }
+}
+
+/* Layer forward Z -> Zo (D x N), columns j >= j0; u_j = Q_h z_j and sigma's output on the tape (U, W). */
+INLINE void FN(cfwd)(const int D, const int N, const int H, const int act, const int j0, const REAL *P,
+                     const REAL *Q, const VEC *restrict Z, VEC *restrict Zo, VEC *restrict U, VEC *restrict W,
+                     VEC *restrict Vt) {
+    const int n = N - 1, R = act == 2 ? N : n;
+    const REAL inv = (REAL)1 / (REAL)n;
+    memcpy(Zo, Z, sizeof(VEC) * D * N);
+    for (int h = 0; h < H; h++) {
+        const REAL *Ph = P + h * D * D, *Qh = Q + h * D * D;
+        VEC *Uh = U + (size_t)h * D * N, *Wh = W + (size_t)h * N * N;
+        for (int j = j0; j < N; j++) { /* u_j = Q z_j, then s_ij and sigma over i */
+            VEC z[DMAX], u[DMAX];
+            for (int k = 0; k < D; k++) z[k] = Z[k * N + j];
+            for (int a = 0; a < D; a++) {
+                VEC s = Qh[a * D] * z[0];
+                for (int b = 1; b < D; b++) s += Qh[a * D + b] * z[b];
+                u[a] = s;
+                Uh[a * N + j] = s;
+            }
+            VEC *w = Wh + (size_t)j * N;
+            for (int i = 0; i < R; i++) {
+                VEC s = Z[i] * u[0];
+                for (int k = 1; k < D; k++) s += Z[k * N + i] * u[k];
+                w[i] = s;
+            }
+            FN(activate)(R, act, w);
+        }
+        for (int i = 0; i < n; i++) { /* v_i = P z_i */
+            VEC z[DMAX];
+            for (int k = 0; k < D; k++) z[k] = Z[k * N + i];
+            for (int a = 0; a < D; a++) {
+                VEC s = Ph[a * D] * z[0];
+                for (int b = 1; b < D; b++) s += Ph[a * D + b] * z[b];
+                Vt[a * N + i] = s;
+            }
+        }
+        for (int j = j0; j < N; j++) { /* z_j += (1/n) sum_{i<n} v_i w_ij */
+            const VEC *w = Wh + (size_t)j * N;
+            VEC acc[DMAX];
+            for (int k = 0; k < D; k++) acc[k] = (VEC){0};
+            for (int i = 0; i < n; i++) {
+                const VEC wi = w[i];
+                for (int k = 0; k < D; k++) acc[k] += Vt[k * N + i] * wi;
+            }
+            for (int k = 0; k < D; k++) Zo[k * N + j] += inv * acc[k];
+        }
+    }
+}
+
+/* Layer backward: G = dL/dZo (columns >= j0 nonzero where j0 > 0) -> Gn = dL/dZ; dL/dP_h, dL/dQ_h summed into
+ * gP, gQ (one VEC per entry). */
+INLINE void FN(cbwd)(const int D, const int N, const int H, const int act, const int j0, const REAL *P,
+                     const REAL *Q, const VEC *restrict Z, const VEC *restrict U, const VEC *restrict W,
+                     VEC *restrict Vt, const VEC *restrict G, VEC *restrict Gn, VEC *restrict dW, VEC *gP, VEC *gQ) {
+    const int n = N - 1, R = act == 2 ? N : n;
+    const REAL inv = (REAL)1 / (REAL)n;
+    memcpy(Gn, G, sizeof(VEC) * D * N);
+    for (int h = 0; h < H; h++) {
+        const REAL *Ph = P + h * D * D, *Qh = Q + h * D * D;
+        const VEC *Uh = U + (size_t)h * D * N, *Wh = W + (size_t)h * N * N;
+        VEC *gPh = gP + h * D * D, *gQh = gQ + h * D * D;
+        for (int i = 0; i < n; i++) { /* v_i = P z_i (recomputed) */
+            VEC z[DMAX];
+            for (int k = 0; k < D; k++) z[k] = Z[k * N + i];
+            for (int a = 0; a < D; a++) {
+                VEC s = Ph[a * D] * z[0];
+                for (int b = 1; b < D; b++) s += Ph[a * D + b] * z[b];
+                Vt[a * N + i] = s;
+            }
+        }
+        for (int i = 0; i < n; i++) { /* dv_i = (1/n) sum_j w_ij g_j, dw_ij = (1/n) v_i^T g_j */
+            VEC v[DMAX], dv[DMAX], z[DMAX];
+            for (int k = 0; k < D; k++) { v[k] = Vt[k * N + i]; dv[k] = (VEC){0}; }
+            for (int j = j0; j < N; j++) {
+                const VEC wij = Wh[(size_t)j * N + i];
+                VEC dw = (VEC){0};
+                for (int k = 0; k < D; k++) {
+                    const VEC g = G[k * N + j];
+                    dv[k] += wij * g;
+                    dw += v[k] * g;
+                }
+                dW[(size_t)j * N + i] = inv * dw;
+            }
+            for (int k = 0; k < D; k++) { dv[k] *= inv; z[k] = Z[k * N + i]; }
+            for (int a = 0; a < D; a++) /* dP += dv z_i^T */
+                for (int b = 0; b < D; b++) gPh[a * D + b] += dv[a] * z[b];
+            for (int b = 0; b < D; b++) { /* g_i += P^T dv */
+                VEC s = Ph[b] * dv[0];
+                for (int a = 1; a < D; a++) s += Ph[a * D + b] * dv[a];
+                Gn[b * N + i] += s;
+            }
+        }
+        for (int j = j0; j < N; j++) FN(dactivate)(n, R, act, Wh + (size_t)j * N, dW + (size_t)j * N);
+        for (int i = 0; i < R; i++) { /* g_i += sum_j ds_ij u_j */
+            VEC acc[DMAX];
+            for (int k = 0; k < D; k++) acc[k] = (VEC){0};
+            for (int j = j0; j < N; j++) {
+                const VEC ds = dW[(size_t)j * N + i];
+                for (int k = 0; k < D; k++) acc[k] += ds * Uh[k * N + j];
+            }
+            for (int k = 0; k < D; k++) Gn[k * N + i] += acc[k];
+        }
+        for (int j = j0; j < N; j++) { /* du_j = sum_i ds_ij z_i; dQ += du z_j^T; g_j += Q^T du */
+            VEC du[DMAX], z[DMAX];
+            for (int k = 0; k < D; k++) du[k] = (VEC){0};
+            const VEC *ds = dW + (size_t)j * N;
+            for (int i = 0; i < R; i++)
+                for (int k = 0; k < D; k++) du[k] += ds[i] * Z[k * N + i];
+            for (int k = 0; k < D; k++) z[k] = Z[k * N + j];
+            for (int a = 0; a < D; a++)
+                for (int b = 0; b < D; b++) gQh[a * D + b] += du[a] * z[b];
+            for (int b = 0; b < D; b++) {
+                VEC s = Qh[b] * du[0];
+                for (int a = 1; a < D; a++) s += Qh[a * D + b] * du[a];
+                Gn[b * N + j] += s;
+            }
+        }
+    }
+}
+
+/* Loss (1/B) sum_b (Z_L[D-1, N-1] + y_b)^2 of NS seeds and its gradient w.r.t. every P, Q (NS, L, H, D, D);
+ * Z: (NS, B, D, N) prompt matrices, y: (NS, B). */
+int FN(attn)(int NS, int L, int H, int D, int N, long B, int act, const REAL *Pall, const REAL *Qall,
+             const REAL *Zall, const REAL *yall, REAL *loss_out, REAL *gP, REAL *gQ, int want_grad, int nthreads) {
+    if (D != DCONST || N < 2 || act < 0 || act > 3) return 1;
+    const long ngrp = (B + VL - 1) / VL, npar = (long)L * H * D * D;
+    const int DN = D * N, NN = N * N;
+    if (nthreads < 1) nthreads = 1;
+    VEC *acc = (VEC *)aligned_alloc(64, sizeof(VEC) * (size_t)nthreads * NS * 2 * npar);
+    double *tot = (double *)calloc((size_t)nthreads * NS, sizeof(double));
+    if (!acc || !tot) return 2;
+    memset(acc, 0, sizeof(VEC) * (size_t)nthreads * NS * 2 * npar);
+#pragma omp parallel num_threads(nthreads)
+    {
+        int tid = 0;
+        TID_ASSIGN(tid);
+        VEC *Zs = aligned_alloc(64, sizeof(VEC) * (size_t)(L + 1) * DN);
+        VEC *U = aligned_alloc(64, sizeof(VEC) * (size_t)L * H * DN), *W = aligned_alloc(64, sizeof(VEC) * (size_t)L * H * NN);
+        VEC *Vt = aligned_alloc(64, sizeof(VEC) * DN), *G = aligned_alloc(64, sizeof(VEC) * DN);
+        VEC *Gn = aligned_alloc(64, sizeof(VEC) * DN), *dW = aligned_alloc(64, sizeof(VEC) * NN);
+#pragma omp for schedule(static)
+        for (long it = 0; it < NS * ngrp; it++) {
+            const long sd = it / ngrp, b0 = (it % ngrp) * VL;
+            const int nb = (int)((B - b0) < VL ? (B - b0) : VL);
+            const REAL *P = Pall + sd * npar, *Q = Qall + sd * npar, *Z0 = Zall + (sd * B + b0) * DN;
+            VEC yv = (VEC){0};
+            for (int t = 0; t < VL; t++) {
+                for (int e = 0; e < DN; e++) Zs[e][t] = t < nb ? Z0[(size_t)t * DN + e] : 0;
+                yv[t] = t < nb ? yall[sd * B + b0 + t] : 0;
+            }
+            for (int l = 0; l < L; l++)
+                FN(cfwd)(DCONST, N, H, act, l == L - 1 ? N - 1 : 0, P + l * H * D * D, Q + l * H * D * D,
+                         Zs + (size_t)l * DN, Zs + (size_t)(l + 1) * DN, U + (size_t)l * H * DN,
+                         W + (size_t)l * H * NN, Vt);
+            const VEC r = Zs[(size_t)L * DN + (D - 1) * N + N - 1] + yv;
+            double total = 0.0;
+            for (int t = 0; t < nb; t++) total += (double)r[t] * r[t];
+            tot[(size_t)tid * NS + sd] += total;
+            if (!want_grad) continue;
+            VEC *aP = acc + ((size_t)tid * NS + sd) * 2 * npar, *aQ = aP + npar;
+            memset(G, 0, sizeof(VEC) * DN);
+            G[(D - 1) * N + N - 1] = ((REAL)2 / (REAL)B) * r;
+            for (int l = L - 1; l >= 0; l--) {
+                FN(cbwd)(DCONST, N, H, act, l == L - 1 ? N - 1 : 0, P + l * H * D * D, Q + l * H * D * D,
+                         Zs + (size_t)l * DN, U + (size_t)l * H * DN, W + (size_t)l * H * NN, Vt, G, Gn, dW,
+                         aP + l * H * D * D, aQ + l * H * D * D);
+                VEC *sw = G; G = Gn; Gn = sw;
+            }
+        }
+        free(Zs); free(U); free(W); free(Vt); free(G); free(Gn); free(dW);
+    }
+    for (int sd = 0; sd < NS; sd++) {
+        double total = 0.0;
+        for (int th = 0; th < nthreads; th++) total += tot[(size_t)th * NS + sd];
+        loss_out[sd] = (REAL)(total / (double)B);
+        if (!want_grad) continue;
+        for (long p = 0; p < npar; p++) {
+            REAL sP = 0, sQ = 0;
+            for (int th = 0; th < nthreads; th++) {
+                const VEC *a = acc + ((size_t)th * NS + sd) * 2 * npar;
+                for (int t = 0; t < VL; t++) { sP += a[p][t]; sQ += a[npar + p][t]; }
+            }
+            gP[sd * npar + p] = sP;
+            gQ[sd * npar + p] = sQ;
+        }
+    }
+    free(acc);
+    free(tot);
     return 0;
 }
 

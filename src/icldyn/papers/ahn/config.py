@@ -59,7 +59,8 @@ class PromptsData(GaussianCovariates):
     sampler: Literal["auto", "jax", "kernel"] = Field(
         "auto",
         description="training prompts of the linear transformer, the same draws either way (Philox4x32-10, "
-        "Box–Muller): kernel (C, drawn straight into moments, CPU); jax (its jax.numpy twin, any backend); auto: "
+        "Box–Muller): kernel (C, CPU: drawn straight into moments for the moment forms, into prompt matrices for the "
+        "column forms); jax (its jax.numpy twin, any backend); auto: "
         "kernel when the model runs the kernel forward",
     )
 
@@ -82,11 +83,11 @@ class LinearAttentionModel(ModelSection):
     init_std: float = Field(1e-3, ge=0.0, description="std of the iid normal initialisation of every trained block")
     forward: Literal["auto", "kernel", "moments", "columns"] = Field(
         "auto",
-        description="kernel: fused C loss+gradient of the moment form (CPU); moments: the exact (d+1)×(d+1) "
-        "moment-matrix form in JAX; columns: the literal column form of eq. (3); auto: kernel where it "
-        "compiles on a CPU backend, else moments (one line says why). An explicit kernel that cannot be built here "
-        "is refused. Every form draws the same prompts (data.sampler). The moment and kernel forms hold for "
-        "activation = 'linear' only; auto runs the column form for the others",
+        description="kernel: fused C loss+gradient on a CPU (of the moment form for activation = 'linear', of the "
+        "column form for the others); moments: the exact (d+1)×(d+1) moment-matrix form in JAX (linear attention "
+        "only); columns: the literal column form of eq. (3) in JAX; auto: kernel where it compiles on a CPU "
+        "backend, else moments (linear) or columns (one line says why). An explicit kernel that cannot be built "
+        "here is refused. Every form draws the same prompts (data.sampler)",
     )
     activation: Literal["linear", "relu", "softmax", "softmax_masked"] = Field(
         "linear",
@@ -97,15 +98,12 @@ class LinearAttentionModel(ModelSection):
     )
 
     def check(self, cfg: RunConfig) -> None:
-        if self.activation != "linear" and self.forward in ("kernel", "moments"):
-            raise ValueError(f"model.forward = {self.forward!r} holds for model.activation = 'linear' only, not "
-                             f"{self.activation!r}; allowed: model.forward = 'auto' or 'columns'")
+        if self.activation != "linear" and self.forward == "moments":
+            raise ValueError(f"model.forward = 'moments' holds for model.activation = 'linear' only, not "
+                             f"{self.activation!r}; allowed: model.forward = 'auto', 'kernel' or 'columns'")
         if "kernel" in (self.forward, cfg.data.sampler) and cfg.data.d + 1 > KERNEL_DMAX:
             raise ValueError(f"the C kernel takes data.d ≤ {KERNEL_DMAX - 1}, got data.d = {cfg.data.d}; allowed: "
                              "model.forward and data.sampler = 'auto', or a JAX form")
-        if cfg.data.sampler == "kernel" and self.forward == "columns":
-            raise ValueError("data.sampler = 'kernel' draws prompts straight into moments, which model.forward = "
-                             "'columns' cannot read; allowed with columns: data.sampler = 'auto' or 'jax'")
 
     def execution(self, cfg: RunConfig) -> dict:
         from icldyn.papers.ahn.setup import execution

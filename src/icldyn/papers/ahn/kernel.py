@@ -212,8 +212,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         u8p = ctypes.POINTER(ctypes.c_uint8)
         fn = getattr(lib, f"lsa_{suffix}")  # (NS, L, H, D, B, P, Q, S, zq, y, loss, gP, gQ, mP, mQ, grad, threads)
         fn.restype, fn.argtypes = i32, [i32, i32, i32, i32, i64] + [ptr] * 8 + [u8p, u8p, i32, i32]
-        fn = getattr(lib, f"sample_{suffix}")  # (NS, d, n, B, Ssq, Wsq, sigma, keys, S, zq, yq, threads)
-        fn.restype, fn.argtypes = i32, [i32, i32, i32, i64, ptr, ptr, ptr, u32p, ptr, ptr, ptr, i32]
+        fn = getattr(lib, f"sample_{suffix}")  # (NS, d, n, B, Ssq, Wsq, sigma, keys, S | Z, zq, yq, cols, threads)
+        fn.restype, fn.argtypes = i32, [i32, i32, i32, i64, ptr, ptr, ptr, u32p, ptr, ptr, ptr, i32, i32]
+        fn = getattr(lib, f"attn_{suffix}")  # (NS, L, H, D, N, B, act, P, Q, Z, y, loss, gP, gQ, grad, threads)
+        fn.restype, fn.argtypes = i32, [i32, i32, i32, i32, i32, i64, i32] + [ptr] * 7 + [i32, i32]
 
 
 _told: set[str] = set()
@@ -289,11 +291,33 @@ def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarra
     return loss.reshape(lead), gP.reshape(lead + P.shape[1:]), gQ.reshape(lead + Q.shape[1:])
 
 
+ACTIVATIONS = ("linear", "relu", "softmax", "softmax_masked")  # the column kernel's codes 0…3
+
+
+def attn_value_and_grad_np(P: np.ndarray, Q: np.ndarray, Z: np.ndarray, y: np.ndarray, activation: str, *,
+                           want_grad: bool = True, threads: int = 1):
+    """Loss (1/B)Σ([Z_L]_{d+1,n+1} + y)² of the column form with an activation (``model.forward_columns``) and its
+    gradient w.r.t. P, Q (each (..., L, H, D, D)); Z: (..., B, D, n+1), y: (..., B). Leading (seed) axes
+    broadcast and run in one call."""
+    dtype = np.float64 if Z.dtype == np.float64 else np.float32
+    lib = library(P.shape[-1])
+    fn = lib.attn_f64 if dtype == np.float64 else lib.attn_f32
+    lead, (P, Q, Z, y) = _seeds([P, Q, Z, y], [4, 4, 3, 1], dtype)
+    ns, (L, H, D, _), (B, _, N) = P.shape[0], P.shape[1:], Z.shape[1:]
+    loss, gP, gQ = np.zeros(ns, dtype), np.zeros_like(P), np.zeros_like(Q)
+    rc = fn(ns, L, H, D, N, B, ACTIVATIONS.index(activation), *(_ptr(a) for a in (P, Q, Z, y, loss, gP, gQ)),
+            int(want_grad), threads)
+    if rc != 0:
+        raise RuntimeError(f"attention kernel failed (code {rc}; D = {D} must be ≤ 16, n ≥ 1)")
+    return loss.reshape(lead), gP.reshape(lead + P.shape[1:]), gQ.reshape(lead + Q.shape[1:])
+
+
 def sample_moments_np(sigma_sqrt: np.ndarray, w_sqrt: np.ndarray, noise_std, key: np.ndarray, batch: int,
-                      n: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      n: int, threads: int = 1, columns: bool = False) -> tuple[np.ndarray, ...]:
     """Fresh Gaussian prompts reduced to (Ŝ, z_q, y_q) as they are drawn (Philox4x32-10, Box-Muller):
     the law of :func:`icldyn.papers.ahn.data.sample_prompts` followed by ``moments``. ``key``: (..., 2)
-    uint32; leading axes (seeds) broadcast."""
+    uint32; leading axes (seeds) broadcast. ``columns``: the same prompts as (Z_0, y_q) instead, Z_0 the prompt
+    matrix (…, batch, d+1, n+1) of ``data.prompt_matrix``."""
     dtype = np.float64 if sigma_sqrt.dtype == np.float64 else np.float32
     lib = library(sigma_sqrt.shape[-1] + 1)
     fn = lib.sample_f64 if dtype == np.float64 else lib.sample_f32
@@ -304,28 +328,31 @@ def sample_moments_np(sigma_sqrt: np.ndarray, w_sqrt: np.ndarray, noise_std, key
     Ssq, Wsq, sig = (np.ascontiguousarray(np.broadcast_to(a, (ns,) + a.shape[1:])) for a in (Ssq, Wsq, sig))
     keys = np.ascontiguousarray(np.broadcast_to(key, lead + (2,)).reshape(ns, 2))
     d = Ssq.shape[-1]
-    S, zq = np.empty((ns, batch, d + 1, d + 1), dtype), np.empty((ns, batch, d + 1), dtype)
+    S = np.empty((ns, batch, d + 1, n + 1 if columns else d + 1), dtype)
+    zq = np.empty((ns, batch, d + 1), dtype) if not columns else np.empty((ns, 0, 0), dtype)
     yq = np.empty((ns, batch), dtype)
     rc = fn(ns, d, n, batch, _ptr(Ssq), _ptr(Wsq), _ptr(sig), keys.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)),
-            _ptr(S), _ptr(zq), _ptr(yq), threads)
+            _ptr(S), _ptr(zq), _ptr(yq), int(columns), threads)
     if rc != 0:
         raise RuntimeError(f"prompt sampler failed (code {rc}; d = {d} must be ≤ 15)")
-    return S.reshape(lead + S.shape[1:]), zq.reshape(lead + zq.shape[1:]), yq.reshape(lead + yq.shape[1:])
+    out = (S, yq) if columns else (S, zq, yq)
+    return tuple(a.reshape(lead + a.shape[1:]) for a in out)
 
 
-def sample_moments(task, key: jax.Array, batch: int, n: int, threads: int = 1):
+def sample_moments(task, key: jax.Array, batch: int, n: int, threads: int = 1, columns: bool = False):
     """JAX entry point of :func:`sample_moments_np`; ``key`` is a JAX PRNG key (its bits seed Philox).
     Under ``vmap`` over seeds, every seed is drawn in one call."""
     bits = jax.random.bits(key, (2,), jnp.uint32)
     dtype = task.sigma_sqrt.dtype
     d = task.sigma_sqrt.shape[0]
-    shapes = (jax.ShapeDtypeStruct((batch, d + 1, d + 1), dtype), jax.ShapeDtypeStruct((batch, d + 1), dtype),
-              jax.ShapeDtypeStruct((batch,), dtype))
+    shapes = ((batch, d + 1, n + 1), (batch,)) if columns else ((batch, d + 1, d + 1), (batch, d + 1), (batch,))
+    shapes = tuple(jax.ShapeDtypeStruct(s, dtype) for s in shapes)
 
     def f(s, w, e, k):
-        out = sample_moments_np(np.asarray(s), np.asarray(w), np.asarray(e), np.asarray(k), batch, n, threads)
+        out = sample_moments_np(np.asarray(s), np.asarray(w), np.asarray(e), np.asarray(k), batch, n, threads,
+                                columns)
         return tuple(o.reshape(np.broadcast_shapes(s.shape[:-2], k.shape[:-1]) + o.shape[o.ndim - c:])
-                     for o, c in zip(out, (3, 2, 1)))
+                     for o, c in zip(out, (3, 1) if columns else (3, 2, 1)))
 
     return jax.pure_callback(f, shapes, task.sigma_sqrt, task.w_sqrt, task.noise_std, bits, vmap_method="expand_dims")
 
@@ -363,3 +390,35 @@ def _bwd(threads, trained, res, g):
 
 
 loss.defvjp(_fwd, _bwd)
+
+
+def _attn_callback(P, Q, Z, y, activation: str, want_grad: bool, threads: int):
+    shapes = (jax.ShapeDtypeStruct((), Z.dtype), jax.ShapeDtypeStruct(P.shape, Z.dtype),
+              jax.ShapeDtypeStruct(Q.shape, Z.dtype))
+
+    def f(*args):
+        args = [np.asarray(a) for a in args]
+        lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip(args, (4, 4, 3, 1))))
+        loss, gP, gQ = attn_value_and_grad_np(*args, activation, want_grad=want_grad, threads=threads)
+        return loss.reshape(lead), gP.reshape(lead + gP.shape[-4:]), gQ.reshape(lead + gQ.shape[-4:])
+
+    return jax.pure_callback(f, shapes, P, Q, Z, y, vmap_method="expand_dims")
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def attn_loss(P, Q, Z, y, activation: str = "softmax", threads: int = 1):
+    """Mean squared readout error of the column form with ``activation``, its loss and gradient fused in C."""
+    return _attn_callback(P, Q, Z, y, activation, False, threads)[0]
+
+
+def _attn_fwd(P, Q, Z, y, activation, threads):
+    value, gP, gQ = _attn_callback(P, Q, Z, y, activation, True, threads)
+    return value, (gP, gQ, Z, y)
+
+
+def _attn_bwd(activation, threads, res, g):
+    gP, gQ, Z, y = res
+    return g * gP, g * gQ, jnp.zeros_like(Z), jnp.zeros_like(y)
+
+
+attn_loss.defvjp(_attn_fwd, _attn_bwd)

@@ -98,21 +98,21 @@ def forward_columns(P: jax.Array, Q: jax.Array, Z: jax.Array, activation: str = 
 
 
 def resolve_forward(cfg: LinearAttentionModel, d: int) -> str:
-    """The forward that runs: ``auto`` is the kernel on a CPU backend where it builds (else the moment form, with
-    one line saying why), and the column form for a nonlinear activation; an explicit ``kernel`` that cannot be
-    honoured raises ConfigError."""
-    if cfg.forward == "auto" and cfg.activation != "linear":
-        return "columns"
+    """The forward that runs: ``auto`` is the kernel on a CPU backend where it builds, else the JAX moment form
+    (linear attention) or column form (the others), with one line saying why; an explicit ``kernel`` that cannot
+    be honoured raises ConfigError."""
+    jax_form = "moments" if cfg.activation == "linear" else "columns"
     if cfg.forward == "auto":
         if jax.default_backend() != "cpu":
-            return "moments"
+            return jax_form
         if kernel.available(d + 1):
             return "kernel"
         kernel.explain_fallback(d + 1)
-        return "moments"
+        return jax_form
     if cfg.forward == "kernel" and not kernel.available(d + 1):
+        allowed = "'auto', 'moments', 'columns'" if cfg.activation == "linear" else "'auto', 'columns'"
         raise ConfigError(f"model.forward = 'kernel' cannot be honoured here: C kernel unavailable: "
-                          f"{kernel.status(d + 1).reason}; allowed: 'auto', 'moments', 'columns'")
+                          f"{kernel.status(d + 1).reason}; allowed: {allowed}")
     return cfg.forward
 
 
@@ -127,7 +127,7 @@ class LinearTransformer:
     init_std: float = 1e-3
     form: str = "moments"  # kernel | moments | columns
     threads: int = 1  # kernel only
-    activation: str = "linear"  # linear | relu | softmax | softmax_masked (column form only, unless linear)
+    activation: str = "linear"  # linear | relu | softmax | softmax_masked (kernel or column form, unless linear)
 
     @classmethod
     def from_config(cls, cfg: LinearAttentionModel, d: int, threads: int = 1) -> LinearTransformer:
@@ -179,9 +179,14 @@ class LinearTransformer:
         P, _ = self.PQ(params)
         return P[:, :, : self.d, : self.d].sum(axis=1)
 
+    @property
+    def reads_moments(self) -> bool:
+        """Whether this forward reads prompts as moments (linear attention, moment form or its kernel)."""
+        return self.form == "moments" or (self.form == "kernel" and self.activation == "linear")
+
     def prepare(self, prompts: Prompts) -> Moments | Columns:
         """Turn raw prompts into this forward's input (done once per fresh batch)."""
-        if self.form in ("moments", "kernel"):
+        if self.reads_moments:
             return moments(prompts)
         return Columns(prompt_matrix(prompts), prompts.y[:, -1])
 
@@ -201,8 +206,11 @@ class LinearTransformer:
         return jnp.square(self.readout(params, x) + x.yq)
 
     def loss(self, params: Params, x: Moments | Columns) -> jax.Array:
-        """Mean of :meth:`per_prompt_loss`; the ``kernel`` form computes it and its gradient fused."""
+        """Mean of :meth:`per_prompt_loss`; the ``kernel`` form computes it and its gradient fused (moment form for
+        linear attention, column form for the other activations)."""
         if self.form == "kernel":
             P, Q = self.PQ(params)
+            if isinstance(x, Columns):
+                return kernel.attn_loss(P, Q, x.Z, x.yq, self.activation, self.threads)
             return kernel.loss(P, Q, x.S, x.zq, x.yq, self.threads, self.trained_entries())
         return jnp.mean(self.per_prompt_loss(params, x))

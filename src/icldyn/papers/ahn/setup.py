@@ -12,7 +12,7 @@ import numpy as np
 from icldyn.config import ConfigError, RunConfig
 from icldyn.papers.ahn import kernel
 from icldyn.papers.ahn.data import GaussianTask, Prompts, make_task, sample_prompts, sample_prompts_philox
-from icldyn.papers.ahn.model import LinearTransformer, Moments, resolve_forward
+from icldyn.papers.ahn.model import Columns, LinearTransformer, Moments, resolve_forward
 from icldyn.train.loop import Problem
 
 TEST_KEY, VAL_KEY = 99, 999  # the official code's test and validation seeds
@@ -100,8 +100,10 @@ def build(cfg: RunConfig) -> Setup:
     c_sampler = resolve_sampler(cfg, model.form) == "kernel"
 
     def sample(task, key):  # the same prompts either way (Philox4x32-10): kernel.sample_moments or its JAX twin
-        if c_sampler:
+        if c_sampler and model.reads_moments:
             return Moments(*kernel.sample_moments(task, key, cfg.train.batch, cfg.data.n, cfg.train.threads))
+        if c_sampler:
+            return Columns(*kernel.sample_moments(task, key, cfg.train.batch, cfg.data.n, cfg.train.threads, True))
         return model.prepare(sample_prompts_philox(task, key=key, batch=cfg.train.batch, n=cfg.data.n))
 
     def evaluate(params, task, test):

@@ -49,9 +49,9 @@ class Attention(LinearAttentionModel):
     data_kinds = ("laws",)
 
     def check(self, cfg: RunConfig) -> None:
-        if self.activation != "linear" and self.forward in ("kernel", "moments"):
-            raise ValueError(f"model.forward = {self.forward!r} holds for model.activation = 'linear' only, not "
-                             f"{self.activation!r}; allowed: model.forward = 'auto' or 'columns'")
+        if self.activation != "linear" and self.forward == "moments":
+            raise ValueError(f"model.forward = 'moments' holds for model.activation = 'linear' only, not "
+                             f"{self.activation!r}; allowed: model.forward = 'auto', 'kernel' or 'columns'")
 
     def execution(self, cfg: RunConfig) -> dict:
         from icldyn.papers.ahn.model import resolve_forward

@@ -51,7 +51,8 @@ def landscape(model: LinearTransformer, params, test) -> dict[str, jax.Array]:
     the smoothness along the gradient, dᵀHd with d = ∇f/‖∇f‖ (the notebook takes d along the optimiser's update)."""
     from jax.flatten_util import ravel_pytree
 
-    pure = model if model.form != "kernel" else dataclasses.replace(model, form="moments")  # autodiff twice
+    pure = model if model.form != "kernel" else dataclasses.replace(  # autodiff twice: a JAX form
+        model, form="moments" if model.reads_moments else "columns")
     flat, unravel = ravel_pytree(params)
     f = lambda v: pure.loss(unravel(v), test)  # noqa: E731
     g, H = jax.grad(f)(flat), jax.hessian(f)(flat)
