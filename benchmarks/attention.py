@@ -30,6 +30,19 @@ HERE = Path(__file__).resolve().parent
 L, D, N, BATCH = 3, 5, 20, 20_000
 
 
+def flops_kernel(activation: str, layers: int = L, d: int = D, n: int = N) -> int:
+    """The column kernel's multiply-adds ×2 per prompt and step, counted from _lsa_kernel.c (one head): a full layer
+    forms u_j = Qz_j, the scores of R keys (R = n + 1 for the official softmax, whose normalisation reads the query's
+    own score, else n), v_i = Pz_i and the output (4 products); its backward recomputes v, forms dv and dw, dP, Pᵀdv,
+    the two score products and dQ, Qᵀdu. The last layer forms the query column only."""
+    D1, N1 = d + 1, n + 1
+    R = N1 if activation == "softmax" else n
+    full = D1 * D1 * (N1 + n) + R * N1 * D1 + n * N1 * D1  # forward
+    full += 3 * D1 * D1 * n + 2 * n * N1 * D1 + 2 * R * N1 * D1 + 2 * D1 * D1 * N1  # backward
+    last = D1 * D1 * (1 + n) + R * D1 + n * D1 + 3 * D1 * D1 * n + 2 * n * D1 + 2 * R * D1 + 2 * D1 * D1
+    return 2 * ((layers - 1) * full + last)
+
+
 def _median_spread(xs: list[float]) -> dict:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
 
@@ -123,19 +136,22 @@ def main() -> None:
         row = {"activation": activation, "equal_work": equal, "icldyn_steps_per_s": _median_spread(ours_s),
                "reference_steps_per_s": _median_spread(theirs_s),
                "ratio": _median_spread([o / t for o, t in zip(ours_s, theirs_s)]),
-               "compile_plus_first_chunk_s": first, "forward": setup.model.form}
+               "compile_plus_first_chunk_s": first, "forward": setup.model.form,
+               "kernel_flops_per_prompt": flops_kernel(activation),
+               "icldyn_gflops": statistics.median(ours_s) * BATCH * flops_kernel(activation) / 1e9}
         out["rows"].append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "attention.json").write_text(json.dumps(out, indent=1) + "\n")
-    print("| activation | icldyn steps/s | reference steps/s | ratio (median, range) | equal work: loss, gradient |")
-    print("|---|---|---|---|---|")
+    print("| activation | icldyn steps/s | reference steps/s | ratio (median, range) | equal work: loss, gradient "
+          "| kernel GFLOP/s (whole step) |")
+    print("|---|---|---|---|---|---|")
     for r in out["rows"]:
         o, t, q, e = r["icldyn_steps_per_s"], r["reference_steps_per_s"], r["ratio"], r["equal_work"]
         print(f"| {r['activation']} | {o['median']:.1f} ({o['min']:.1f}–{o['max']:.1f}) | {t['median']:.2f} "
               f"({t['min']:.2f}–{t['max']:.2f}) | {q['median']:.1f}× ({q['min']:.1f}–{q['max']:.1f}) | "
-              f"{e['rel_loss_diff']:.1e}, {e['rel_grad_diff']:.1e} |")
+              f"{e['rel_loss_diff']:.1e}, {e['rel_grad_diff']:.1e} | {r['icldyn_gflops']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -93,3 +93,26 @@ def test_landscape_metrics_are_second_derivatives():
     assert abs(out["smoothness_along_grad"] - fd) <= 1e-5 * max(1.0, abs(fd))
     assert out["lambda_min"] <= out["smoothness_along_grad"] <= out["lambda_max"]
     np.testing.assert_allclose(out["grad_norm_test"], np.linalg.norm(g), rtol=1e-12)
+
+
+def test_lbfgs_takes_curvature_into_account():
+    """train.optimizer = 'lbfgs' (rotation demonstration-LBFGS): on a rotated quadratic of condition number 1000 in
+    12 dimensions, 36 L-BFGS iterations at step 1 reach f < 1e-5; gradient descent at the same step stays above 1e-3."""
+    from icldyn.config import TrainConfig
+    from icldyn.train.optimizers import build_optimizer
+
+    rng = np.random.default_rng(0)
+    U, _ = np.linalg.qr(rng.standard_normal((12, 12)))
+    H = jnp.asarray((U * np.geomspace(1.0, 1e-3, 12)) @ U.T)
+    f = lambda x: 0.5 * x @ H @ x  # noqa: E731
+    final = {}
+    for name in ("lbfgs", "sgd"):
+        opt = build_optimizer(TrainConfig(optimizer=name, lr=1.0, lbfgs_memory=12))
+        x = jnp.ones(12, jnp.float64)
+        state = opt.init(x)
+        step = jax.jit(lambda x, s: opt.update(jax.grad(f)(x), s, x))
+        for _ in range(36):
+            u, state = step(x, state)
+            x = x + u
+        final[name] = float(f(x))
+    assert final["lbfgs"] < 1e-5 < 1e-3 < final["sgd"], final

@@ -69,13 +69,15 @@ class ModelSection(Section):
 class TrainConfig(Section):
     """Optimiser (optax) and loop settings shared by every model."""
 
-    optimizer: Literal["adam", "adamw", "sgd"] = Field("adam", description="optax optimiser (sgd without "
-                                                                            "momentum = plain gradient descent)")
+    optimizer: Literal["adam", "adamw", "sgd", "lbfgs"] = Field(
+        "adam", description="optax optimiser (sgd without momentum = plain gradient descent; lbfgs: L-BFGS "
+        "directions at a fixed step lr, no line search, as torch.optim.LBFGS without line_search_fn)")
     lr: float = Field(0.01, gt=0.0, description="peak learning rate")
     b1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam β₁ (official code: 0.99)")
     b2: float = Field(0.999, ge=0.0, lt=1.0, description="Adam β₂ (official code: 0.9)")
     weight_decay: float = Field(0.0, ge=0.0, description="decoupled weight decay (adamw)")
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="SGD momentum")
+    lbfgs_memory: int = Field(10, ge=1, le=10_000, description="optimizer = lbfgs: the (s, y) pairs kept")
     clip: float = Field(0.0, ge=0.0, description="gradient clipping threshold; 0 disables")
     clip_mode: Literal["global", "per_matrix"] = Field(
         "global", description="global norm, or each parameter block separately (official code)"

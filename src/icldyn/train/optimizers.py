@@ -54,15 +54,16 @@ def schedule(cfg: TrainConfig) -> optax.Schedule:
 def build_optimizer(cfg: TrainConfig, *, lr: float | jax.Array | None = None,
                     precondition: optax.GradientTransformation | None = None) -> optax.GradientTransformation:
     """Clipping (optional), a model's preconditioner (``precondition``, a transformation of the gradient), then
-    adam / adamw /
-    sgd(momentum) with the configured schedule at peak 1, scaled by the learning rate (``lr``, default
-    ``cfg.lr``) kept in the optimiser state: every step of these optimisers is linear in the rate, so runs
-    that differ only in it are one compiled program (and one vmapped program on a learning-rate axis)."""
+    adam / adamw / sgd(momentum) / L-BFGS with the configured schedule at peak 1, scaled by the learning rate (``lr``, default
+    ``cfg.lr``) kept in the optimiser state: runs that differ only in it are one compiled program (and one vmapped
+    program on a learning-rate axis)."""
     sched = schedule(cfg)
     if cfg.optimizer == "adam":
         opt = optax.adam(sched, b1=cfg.b1, b2=cfg.b2)
     elif cfg.optimizer == "adamw":
         opt = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay)
+    elif cfg.optimizer == "lbfgs":  # the two-loop direction, H₀ = (sᵀy / yᵀy) I; a fixed step, no line search
+        opt = optax.chain(optax.scale_by_lbfgs(cfg.lbfgs_memory), optax.scale_by_learning_rate(sched))
     else:
         opt = optax.sgd(sched, momentum=cfg.momentum or None)
     opt = optax.chain(opt, scale_by_lr(cfg.lr if lr is None else lr))

@@ -1,4 +1,5 @@
-/* Fused forward + backward of the L-layer linear transformer in moment form (icldyn).
+/* Fused forward + backward of the L-layer linear transformer in moment form (icldyn); further below, the same
+ * for the column form with an activation (attn_*), and the prompt sampler.
  *
  * Per prompt b:  T_l = I + sum_h P_lh S_l Q_lh,  z_{l+1} = T_l z_l,  S_{l+1} = T_l S_l T_l^T,
  *                r_b = z_L[D-1] + y_b,  loss = (1/B) sum_b r_b^2.
@@ -404,7 +405,7 @@ int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsq
                         y += wv[p] * s;
                     }
                     x[d] = y;
-                    if (cols) {
+                    if (__builtin_expect(cols, 0)) {
                         for (int t = 0; t < VL && c * VL + t < nb; t++) {
                             const long b = c * VL + t;
                             REAL *Zb = S + b * (long)D * (n + 1); /* S is the block's Z here */

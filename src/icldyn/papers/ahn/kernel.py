@@ -1,5 +1,6 @@
-"""Fused C kernels for the moment-form linear transformer (CPU): loss + gradient, and a sampler
-that draws Gaussian prompts straight into their moments.
+"""Fused C kernels of the L-layer attention (CPU): loss + gradient of the moment-form linear transformer
+(:func:`loss`), loss + gradient of the column form with an activation — ReLU, softmax, linear
+(:func:`attn_loss`) — and a sampler that draws Gaussian prompts straight into their moments or prompt matrices.
 
 ``_lsa_kernel.c`` (package data) is compiled on first use with the system C compiler, once per token
 dimension D = d + 1 (a compile-time constant, so the register-blocked small products unroll), into a

@@ -14,7 +14,9 @@ import numpy as np
 
 from icldyn import plots
 from icldyn.config import RunConfig, with_overrides
+from icldyn.papers.ahn import recipes as ahn_recipes
 from icldyn.papers.ahn.model import LinearTransformer, resolve_forward
+from icldyn.papers.ahn.results import AhnResult
 from icldyn.papers.linattn import data
 from icldyn.recipe import Experiment, Job, Point, Reporter, Result, Seed, Table, grid_points, run_jobs
 from icldyn.store import RunDir
@@ -318,3 +320,51 @@ RECIPES.append(Experiment(
               "train": {**OFFICIAL["train"], "steps": 10_000}},
     quick={"train": {"steps": 500}},
 ))
+
+
+# ---------------------------------------------------------------- rotation demonstrations (rotation demonstration-*)
+# A rotated problem: x = U D g with U a random rotation and D = diag(1, 1, ½, ¼, 1), w ~ N(0, Σ⁻¹) — the ahn
+# plug-in's data.covariance = 'official' law, trained and plotted by its runner: the notebooks' figures are its
+# loss curves, Dist(Σ½A_ℓΣ½, I), Dist(A_ℓ, I) and Dist(B_ℓ, I) along training, and heat maps of the final weights.
+# The notebooks' batch is 20 000 prompts; quick runs use ahn's quick training (fresh batches of 500, Adam, cosine).
+
+ROTATION = {"data": ahn_recipes.OFFICIAL_DATA, "model": {"kind": "linear_attention", "layers": 3, "init_std": 1e-4}}
+ROTATION_QUICK = {"seeds": 1, "data": ahn_recipes.QUICK_DATA, "model": {"init_std": 1e-3},
+                  "train": {**ahn_recipes.QUICK_TRAIN, "steps": 3000}}
+_ahn_runner = {"result": AhnResult, "group_runner": ahn_recipes.run_group, "group_fields": ahn_recipes.GROUP_FIELDS,
+               "combine": ahn_recipes.combine}
+
+RECIPES += [
+    Experiment(
+        "linattn-rotation-adam", "linattn",
+        "AdamW on a rotated problem: Σ½A_ℓΣ½ and B_ℓ become scaled identities, A_ℓ itself does not (arXiv "
+        "2310.01082, rotation demonstration-Adam.ipynb; relaxed L = 3, lr 0.1 halved every 4000 steps, 100 000 "
+        "steps, 5 seeds: ahn-theorem4's run)",
+        ahn_recipes.run, **_ahn_runner,
+        defaults={**ROTATION, "seeds": 5, "model": {**ROTATION["model"], "parameterization": "relaxed"},
+                  "train": {**ahn_recipes.OFFICIAL_TRAIN, "lr": 0.1, "decay_every": 4000, "steps": 100_000,
+                            "log_every": 1000}},
+        quick={**ROTATION_QUICK, "model": {**ROTATION_QUICK["model"], "parameterization": "relaxed"},
+               "train": {**ROTATION_QUICK["train"], "steps": 8000, "batch": 1000}}),
+    Experiment(
+        "linattn-rotation-p0", "linattn",
+        "AdamW on a rotated problem with P = 0 (sparse, preconditioned GD): Σ½A_ℓΣ½ → I, A_ℓ not (arXiv 2310.01082, "
+        "rotation demonstration-Adam-p0.ipynb; lr 0.02 halved every 2000 steps, 30 000 steps, 5 seeds: ahn-structure's "
+        "sparse run)",
+        ahn_recipes.run, **_ahn_runner,
+        defaults={**ROTATION, "seeds": 5, "model": {**ROTATION["model"], "parameterization": "sparse"},
+                  "train": {**ahn_recipes.OFFICIAL_TRAIN, "lr": 0.02, "decay_every": 2000, "steps": 30_000}},
+        quick={**ROTATION_QUICK, "model": {**ROTATION_QUICK["model"], "parameterization": "sparse"}}),
+    Experiment(
+        "linattn-rotation-lbfgs", "linattn",
+        "L-BFGS (memory 600, step 0.1, no line search) on one fixed batch of a rotated problem: the same scaled "
+        "identities (arXiv 2310.01082, rotation demonstration-LBFGS.ipynb: 2000 steps of 4 L-BFGS iterations = "
+        "8000 iterations, 3 seeds)",
+        ahn_recipes.run, **_ahn_runner,
+        defaults={**ROTATION, "seeds": 3, "data": {**ahn_recipes.OFFICIAL_DATA, "resample_every": 8000},
+                  "model": {**ROTATION["model"], "parameterization": "relaxed"},
+                  "train": {"optimizer": "lbfgs", "lbfgs_memory": 600, "lr": 0.1, "clip": 0.0, "batch": 20_000,
+                            "steps": 8000, "log_every": 80}},
+        quick={"seeds": 1, "data": {"resample_every": 1500, "test_size": 20_000},
+               "train": {"batch": 2000, "steps": 1500, "log_every": 50}}),
+]
