@@ -23,6 +23,36 @@ def clip_per_matrix(max_norm: float, matrix_ndim: int = 2) -> optax.GradientTran
     return optax.stateless_with_tree_map(lambda g, _: clip(g))
 
 
+class CurvatureGuardState(NamedTuple):
+    inner: optax.OptState
+    params: optax.Params  # the parameters and gradient the last step was taken at
+    grads: optax.Updates
+    count: jax.Array
+
+
+def curvature_guard(inner: optax.GradientTransformation, tol: float = 1e-10) -> optax.GradientTransformation:
+    """Take ``inner``'s (L-BFGS) step only while the last curvature pair satisfies sᵀy > ``tol``, as
+    torch.optim.LBFGS keeps a pair only then: with s, y ≈ 0 at a minimum, optax's 1/(sᵀy) weights turn float32
+    noise into huge steps. A failed pair leaves parameters and state as they are — on a fixed batch the run has
+    converged and stays there, as the official notebook's loss does."""
+
+    def init(params):
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        return CurvatureGuardState(inner.init(params), zeros, zeros, jnp.zeros((), jnp.int32))
+
+    def update(updates, state, params=None):
+        sy = sum(jnp.vdot(p - q, g - h) for p, q, g, h in zip(*(jax.tree.leaves(t) for t in (
+            params, state.params, updates, state.grads))))
+        ok = (state.count == 0) | (sy > tol)
+        new, inner_state = inner.update(updates, state.inner, params)
+        keep = lambda a, b: jnp.where(ok, a, b)  # noqa: E731
+        out = jax.tree.map(lambda u: jnp.where(ok, u, jnp.zeros_like(u)), new)
+        return out, CurvatureGuardState(*(jax.tree.map(keep, a, b) for a, b in (
+            (inner_state, state.inner), (params, state.params), (updates, state.grads))), state.count + ok)
+
+    return optax.GradientTransformation(init, update)
+
+
 class LearningRateState(NamedTuple):
     lr: jax.Array  # the peak learning rate, a value of the state rather than a constant of the program
 
@@ -63,7 +93,7 @@ def build_optimizer(cfg: TrainConfig, *, lr: float | jax.Array | None = None,
     elif cfg.optimizer == "adamw":
         opt = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay)
     elif cfg.optimizer == "lbfgs":  # the two-loop direction, H₀ = (sᵀy / yᵀy) I; a fixed step, no line search
-        opt = optax.chain(optax.scale_by_lbfgs(cfg.lbfgs_memory), optax.scale_by_learning_rate(sched))
+        opt = optax.chain(curvature_guard(optax.scale_by_lbfgs(cfg.lbfgs_memory)), optax.scale_by_learning_rate(sched))
     else:
         opt = optax.sgd(sched, momentum=cfg.momentum or None)
     opt = optax.chain(opt, scale_by_lr(cfg.lr if lr is None else lr))

@@ -103,7 +103,8 @@ def build(cfg: RunConfig) -> Setup:
         if c_sampler and model.reads_moments:
             return Moments(*kernel.sample_moments(task, key, cfg.train.batch, cfg.data.n, cfg.train.threads))
         if c_sampler:
-            return Columns(*kernel.sample_moments(task, key, cfg.train.batch, cfg.data.n, cfg.train.threads, True))
+            return Columns(*kernel.sample_moments(task, key, cfg.train.batch, cfg.data.n, cfg.train.threads,
+                                                  columns=True))
         return model.prepare(sample_prompts_philox(task, key=key, batch=cfg.train.batch, n=cfg.data.n))
 
     def evaluate(params, task, test):
