@@ -136,8 +136,9 @@ def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], r
         (line,) = ax.plot(steps, mean, label=p.point or cfg.experiment)
         ax.fill_between(steps, mean - sd, mean + sd, color=line.get_color(), alpha=0.2)
     d, m = cfg.data, cfg.model
+    law = "" if "data.covariates" in cfg.grid else f"{d.covariates} x, "  # else each line names its law
     ax.set(xlabel="iteration", ylabel="log test loss", title=f"{cfg.experiment}: L = {m.layers}, d = {d.d}, "
-           f"n = {d.n}, {d.covariates} x, {d.task} task, batch {cfg.train.batch}, {cfg.seeds} seeds")
+           f"n = {d.n}, {law}{d.task} task, batch {cfg.train.batch}, {cfg.seeds} seeds")
     ax.legend(fontsize=8)
     return plots.save(fig, rd, "loss")
 
