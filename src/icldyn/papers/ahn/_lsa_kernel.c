@@ -484,6 +484,19 @@ INLINE void FN(dactivate)(const int n, const int R, const int act, const VEC *w,
     }
 }
 
+/* The values v_i = P z_i of the n context columns: Vt[:, i] (D x N entry-major, as Z). */
+INLINE void FN(values)(const int D, const int N, const REAL *P, const VEC *restrict Z, VEC *restrict Vt) {
+    for (int i = 0; i < N - 1; i++) {
+        VEC z[DMAX];
+        for (int k = 0; k < D; k++) z[k] = Z[k * N + i];
+        for (int a = 0; a < D; a++) {
+            VEC s = P[a * D] * z[0];
+            for (int b = 1; b < D; b++) s += P[a * D + b] * z[b];
+            Vt[a * N + i] = s;
+        }
+    }
+}
+
 /* Layer forward Z -> Zo (D x N), columns j >= j0; u_j = Q_h z_j and sigma's output on the tape (U, W). */
 INLINE void FN(cfwd)(const int D, const int N, const int H, const int act, const int j0, const REAL *P,
                      const REAL *Q, const VEC *restrict Z, VEC *restrict Zo, VEC *restrict U, VEC *restrict W,
@@ -511,15 +524,7 @@ INLINE void FN(cfwd)(const int D, const int N, const int H, const int act, const
             }
             FN(activate)(R, act, w);
         }
-        for (int i = 0; i < n; i++) { /* v_i = P z_i */
-            VEC z[DMAX];
-            for (int k = 0; k < D; k++) z[k] = Z[k * N + i];
-            for (int a = 0; a < D; a++) {
-                VEC s = Ph[a * D] * z[0];
-                for (int b = 1; b < D; b++) s += Ph[a * D + b] * z[b];
-                Vt[a * N + i] = s;
-            }
-        }
+        FN(values)(D, N, Ph, Z, Vt); /* v_i = P z_i */
         for (int j = j0; j < N; j++) { /* z_j += (1/n) sum_{i<n} v_i w_ij */
             const VEC *w = Wh + (size_t)j * N;
             VEC acc[DMAX];
@@ -545,15 +550,7 @@ INLINE void FN(cbwd)(const int D, const int N, const int H, const int act, const
         const REAL *Ph = P + h * D * D, *Qh = Q + h * D * D;
         const VEC *Uh = U + (size_t)h * D * N, *Wh = W + (size_t)h * N * N;
         VEC *gPh = gP + h * D * D, *gQh = gQ + h * D * D;
-        for (int i = 0; i < n; i++) { /* v_i = P z_i (recomputed) */
-            VEC z[DMAX];
-            for (int k = 0; k < D; k++) z[k] = Z[k * N + i];
-            for (int a = 0; a < D; a++) {
-                VEC s = Ph[a * D] * z[0];
-                for (int b = 1; b < D; b++) s += Ph[a * D + b] * z[b];
-                Vt[a * N + i] = s;
-            }
-        }
+        FN(values)(D, N, Ph, Z, Vt); /* v_i = P z_i (recomputed) */
         for (int i = 0; i < n; i++) { /* dv_i = (1/n) sum_j w_ij g_j, dw_ij = (1/n) v_i^T g_j */
             VEC v[DMAX], dv[DMAX], z[DMAX];
             for (int k = 0; k < D; k++) { v[k] = Vt[k * N + i]; dv[k] = (VEC){0}; }
