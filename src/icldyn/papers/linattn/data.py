@@ -21,8 +21,42 @@ def covariates(key: jax.Array, shape: tuple[int, ...], law: str, shape_k: float 
     u = x / jnp.linalg.norm(x, axis=-1, keepdims=True)
     if law == "sphere":
         return u
-    r2 = jax.random.gamma(kr, shape_k, shape[:-1], dtype) * jnp.sqrt(10.0 / shape_k)
-    return u * jnp.sqrt(r2)[..., None]
+    log_r2 = log_gamma(kr, shape_k, shape[:-1], dtype) + 0.5 * jnp.log(10.0 / shape_k)
+    return u * jnp.exp(0.5 * log_r2)[..., None]
+
+
+def log_gamma(key: jax.Array, a: float, shape: tuple[int, ...], dtype=jnp.float32, rounds: int = 4) -> jax.Array:
+    """log G with G ~ Gamma(a, 1), by Marsaglia and Tsang's rejection method (ACM TOMS 26, 2000), for a < 1 through
+    G = G' U^{1/a}, G' ~ Gamma(a + 1) (in logs: a = 0.1 takes G below float32's range). Exact: each entry keeps the
+    first accepted of an i.i.d. sequence of proposals, drawn ``rounds`` at a time for every entry; another round of
+    proposals is drawn only while some entry has had all of its rejected (P ≈ 0.02⁴ per entry at a + 1 = 1.1).
+    ``jax.random.gamma`` draws the same law, one rejection loop per entry: ≈ 7× slower here at 21 000 entries."""
+    alpha = a + 1.0 if a < 1.0 else a
+    dd = alpha - 1.0 / 3.0
+    c = 1.0 / (9.0 * dd) ** 0.5
+    kb, kp = jax.random.split(key)
+
+    def propose(k):
+        kz, ku = jax.random.split(k)
+        z = jax.random.normal(kz, (rounds, *shape), dtype)
+        v = (1.0 + c * z) ** 3
+        log_v = jnp.log(jnp.where(v > 0, v, 1.0))
+        ok = (v > 0) & (jnp.log(jax.random.uniform(ku, (rounds, *shape), dtype))
+                        < 0.5 * z * z + dd - dd * v + dd * log_v)
+        first = jnp.argmax(ok, axis=0)[None]
+        return jnp.any(ok, axis=0), jnp.take_along_axis(log_v, first, axis=0)[0]
+
+    def more(state):
+        i, done, log_g = state
+        got, new = propose(jax.random.fold_in(kp, i))
+        return i + 1, done | got, jnp.where(done, log_g, new)
+
+    state = (0, jnp.zeros(shape, bool), jnp.zeros(shape, dtype))
+    _, _, log_v = jax.lax.while_loop(lambda s: ~jnp.all(s[1]), more, state)
+    log_g = jnp.log(dd) + log_v
+    if a < 1.0:
+        log_g = log_g + jnp.log(jax.random.uniform(kb, shape, dtype)) / a
+    return log_g
 
 
 def relu_net(key: jax.Array, X: jax.Array, hidden: int, std: float = 0.1) -> jax.Array:
