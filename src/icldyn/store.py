@@ -78,8 +78,8 @@ def _tag(label: str) -> str:
 class RunDir:
     """A run directory being written.
 
-    Besides the final files it holds, while a run is in progress, ``metrics.parts/`` (one small Parquet
-    file per logged chunk of the point being trained, folded into ``metrics.parquet`` when the point
+    Besides the final files it holds, while a run is in progress, ``metrics.parts/`` (small Parquet
+    files of the point being trained's logged rows, written at least every second, each named by its last step; folded into ``metrics.parquet`` when the point
     ends) and ``checkpoint/`` (one ``.npz`` per point: what ``--resume`` continues from; removed when the
     run finishes)."""
 

@@ -222,7 +222,10 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
 
 def take_slots(params: PyTree, history: History, rows: slice) -> tuple[PyTree, History]:
     """The params and history of the slots ``rows`` (a run's share of a job; slots renumbered from 0)."""
-    start, stop, _ = rows.indices(len(jax.tree.leaves(params)[0]))
-    hist = History(list(history.steps), [{k: v[rows] for k, v in m.items()} for m in history.metrics],
-                   {i - start: s for i, s in history.diverged_at.items() if start <= i < stop})
-    return jax.tree.map(lambda a: a[rows], params), hist
+    return jax.tree.map(lambda a: a[rows], params), history_slots(history, rows)
+
+
+def history_slots(history: History, rows: slice) -> History:
+    """The history of the slots ``rows`` (start and stop given), renumbered from 0."""
+    return History(list(history.steps), [{k: v[rows] for k, v in m.items()} for m in history.metrics],
+                   {i - rows.start: s for i, s in history.diverged_at.items() if rows.start <= i < rows.stop})
