@@ -79,7 +79,7 @@ def test_landscape_metrics_are_second_derivatives():
     from jax.flatten_util import ravel_pytree
 
     from icldyn.papers.ahn.model import LinearTransformer
-    from icldyn.papers.linattn.recipes import landscape
+    from icldyn.papers.linattn.recipes import landscape, smoothness_along_update
 
     model = LinearTransformer(2, 1, parameterization="full", init_std=0.3, form="moments")
     params = model.init(key=jax.random.PRNGKey(2), dtype=jnp.float64)
@@ -93,6 +93,15 @@ def test_landscape_metrics_are_second_derivatives():
     assert abs(out["smoothness_along_grad"] - fd) <= 1e-5 * max(1.0, abs(fd))
     assert out["lambda_min"] <= out["smoothness_along_grad"] <= out["lambda_max"]
     np.testing.assert_allclose(out["grad_norm_test"], np.linalg.norm(g), rtol=1e-12)
+    # along an optimiser's step (the notebook's direction), from the parameters before it
+    step = unravel(jnp.asarray(np.random.default_rng(5).standard_normal(flat.size) * 1e-3))
+    along = {k: float(v) for k, v in smoothness_along_update(model, params, step, test).items()}
+    v = np.asarray(ravel_pytree(step)[0])
+    v = v / np.linalg.norm(v)
+    fd = (f(flat + eps * v) - 2 * f(flat) + f(flat - eps * v)) / eps**2
+    assert abs(along["smoothness_along_update"] - fd) <= 1e-5 * max(1.0, abs(fd))
+    assert abs(along["smoothness_along_update"] - out["smoothness_along_grad"]) > 1e-3  # another direction
+    np.testing.assert_allclose(along["grad_norm_step"], np.linalg.norm(g), rtol=1e-12)
 
 
 def test_lbfgs_takes_curvature_into_account():

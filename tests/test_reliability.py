@@ -183,3 +183,25 @@ def test_no_eval_exec_or_pickle_in_the_source():
         assert "import pickle" not in text and "allow_pickle=True" not in text, path
         for call in re.findall(r"np\.load\([^)]*\)", text):
             assert "allow_pickle=False" in call, (path, call)
+
+
+def test_evaluate_step_sees_the_last_steps_params_and_update():
+    """``Problem.evaluate_step`` gets, after every chunk, the parameters before the chunk's last optimiser step and
+    that step's update (gradient descent on ½‖w − t‖²: update = −η (w − t), and before + update = the chunk's end)."""
+    import jax.numpy as jnp
+    import optax
+
+    from icldyn.train.loop import Problem, train
+
+    targets = jnp.array([[1.0, -2.0], [3.0, 0.5]])  # two seeds' tasks
+    problem = Problem(init=lambda t, k: {"w": jnp.zeros(2)}, sample=lambda t, k: t,
+                      loss=lambda p, t: 0.5 * jnp.sum((p["w"] - t) ** 2),
+                      evaluate=lambda p, t, test: {"w": p["w"]}, seed_map="vmap",
+                      evaluate_step=lambda before, update, t, test: {"before": before["w"], "update": update["w"]})
+    _, hist = train(problem, optax.sgd(0.1), targets, jnp.zeros(2), jax.random.split(jax.random.PRNGKey(0), 2),
+                    steps=6, log_every=3)
+    assert hist.steps == [0, 3, 6] and "update" not in hist.metrics[0]
+    for m in hist.metrics[1:]:
+        np.testing.assert_allclose(m["update"], -0.1 * (m["before"] - np.asarray(targets)), rtol=1e-6)
+        np.testing.assert_allclose(m["before"] + m["update"], m["w"], rtol=1e-6)
+    np.testing.assert_allclose(hist.metrics[2]["w"], np.asarray(targets) * (1 - 0.9 ** 6), rtol=1e-5)

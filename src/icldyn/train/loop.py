@@ -34,6 +34,9 @@ class Problem(NamedTuple):
     loss: Callable[[PyTree, PyTree], jax.Array]  # (params, batch) -> scalar
     evaluate: Callable[[PyTree, PyTree, PyTree], dict[str, jax.Array]]  # (params, task, test) -> metrics
     seed_map: str = "map"  # "vmap" or "map" (lax.map)
+    # optional, logged with evaluate's metrics after every chunk (not at step 0): metrics of the chunk's last
+    # optimiser step, (params before it, its update = params after − params before, task, test) -> metrics
+    evaluate_step: Callable[[PyTree, PyTree, PyTree, PyTree], dict[str, jax.Array]] | None = None
 
 
 class TrainState(NamedTuple):
@@ -98,19 +101,29 @@ def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: in
     def grad_step(params, opt_state, batch, task):
         loss, grads = jax.value_and_grad(problem.loss)(params, batch)
         updates, opt_state = _opt_for(opt, task).update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss, optax.tree.norm(grads)
+        return optax.apply_updates(params, updates), opt_state, loss, optax.tree.norm(grads), updates
 
     def one_step(state: TrainState, tasks: PyTree):
         keys = jax.vmap(jax.random.split)(state.key)  # (seeds, 2, key)
         # seeds run in lockstep, so one scalar decides: a real branch, not a per-seed select
         batch = jax.lax.cond(state.step[0] % resample_every == 0,
                              lambda: seeds(problem.sample)(tasks, keys[:, 1]), lambda: state.batch)
-        params, opt_state, loss, gnorm = slots(grad_step)(state.params, state.opt_state, batch, tasks)
-        return TrainState(params, opt_state, batch, keys[:, 0], state.step + 1), (loss, gnorm)
+        params, opt_state, loss, gnorm, updates = slots(grad_step)(state.params, state.opt_state, batch, tasks)
+        new = TrainState(params, opt_state, batch, keys[:, 0], state.step + 1)
+        return new, (loss, gnorm), (state.params, updates)
+
+    step_metrics = problem.evaluate_step is not None
 
     def chunk(state: TrainState, tasks: PyTree, tests: PyTree):
-        state, (losses, gnorms) = jax.lax.scan(lambda s, _: one_step(s, tasks), state, None, length=length)
+        def body(carry, _):  # the carry keeps the last step's (params before, update) where they are evaluated
+            new, out, last = one_step(carry[0], tasks)
+            return (new, last if step_metrics else None), out
+
+        (state, last), (losses, gnorms) = jax.lax.scan(
+            body, (state, (state.params, state.params) if step_metrics else None), None, length=length)
         metrics = evaluate_slots(problem, copies)(state.params, tasks, tests)
+        if step_metrics:
+            metrics |= over_slots(problem.evaluate_step, problem.seed_map, copies)(*last, tasks, tests)
         metrics = {"train_loss": losses[-1], "grad_norm": gnorms[-1], **metrics}
         return state, metrics
 

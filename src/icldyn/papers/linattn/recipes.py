@@ -49,7 +49,7 @@ def model_of(cfg: RunConfig) -> LinearTransformer:
 
 def landscape(model: LinearTransformer, params, test, hessian: bool = True) -> dict[str, jax.Array]:
     """The loss landscape at ``params`` on the fixed held-out batch: the loss f, ‖∇f‖ and the smoothness along the
-    gradient, dᵀHd with d = ∇f/‖∇f‖ (plot_smoothness_vs_gradnorm; the notebook takes d along the optimiser's update),
+    gradient, dᵀHd with d = ∇f/‖∇f‖ (the notebook's direction is the optimiser's step: :func:`smoothness_along_update`),
     one Hessian-vector product; with ``hessian`` also the full Hessian H over every trained entry (150 at L = 3, d = 5:
     exact, no Lanczos needed; 150 Hessian-vector products), the notebook's condition number
     max|diag H| / median|diag H| (plot_condition_number) and H's extreme eigenvalues."""
@@ -70,6 +70,21 @@ def landscape(model: LinearTransformer, params, test, hessian: bool = True) -> d
     return out
 
 
+def smoothness_along_update(model: LinearTransformer, before, update, test) -> dict[str, jax.Array]:
+    """The notebook's directional smoothness (plot_smoothness_vs_gradnorm): at the parameters θ_t before an
+    optimiser step, uᵀ∇²f(θ_t)u along that step's direction u = (θ_{t+1} − θ_t)/‖θ_{t+1} − θ_t‖, and ‖∇f(θ_t)‖,
+    on the fixed held-out batch; one Hessian-vector product."""
+    from jax.flatten_util import ravel_pytree
+
+    flat, unravel = ravel_pytree(before)
+    loss = held_out_loss(model, test)
+    grad = jax.grad(lambda v: loss(unravel(v)))
+    du = ravel_pytree(update)[0]
+    u = du / jnp.linalg.norm(du)
+    g, hu = jax.jvp(grad, (flat,), (u,))
+    return {"grad_norm_step": jnp.linalg.norm(g), "smoothness_along_update": u @ hu}
+
+
 def held_out_loss(model: LinearTransformer, test):
     """The loss on ``test`` as a function of the parameters, in its cheapest exact form for autodiff twice: for one
     head of linear attention, sparse or relaxed, the d×d GD++ form (``ahn.claims.gdpp_error``: matrix-vector products,
@@ -88,7 +103,8 @@ def held_out_loss(model: LinearTransformer, test):
 def problem_of(cfg: RunConfig, model: LinearTransformer, with_landscape: str | None = None) -> Problem:
     """The trainer's view: a fresh batch of ``cfg.data``'s law per step (or every ``resample_every``), the
     in-context loss without ½ (official), and the held-out loss (and, ``with_landscape`` = "hessian" or
-    "smoothness", :func:`landscape` with or without the full Hessian)."""
+    "smoothness", :func:`landscape` with or without the full Hessian; with "smoothness" also the smoothness along
+    each chunk's last optimiser step, :func:`smoothness_along_update`)."""
     dtype = jnp.dtype(cfg.train.dtype)
 
     def evaluate(params, task, test):
@@ -98,9 +114,13 @@ def problem_of(cfg: RunConfig, model: LinearTransformer, with_landscape: str | N
         # compilation cache
         return landscape(model, params, test, with_landscape == "hessian")
 
+    def evaluate_step(before, update, task, test):
+        return smoothness_along_update(model, before, update, test)
+
     return Problem(init=lambda task, key: model.init(key=key, dtype=dtype),
                    sample=lambda task, key: model.prepare(data.sample(cfg.data, key, cfg.train.batch, dtype)),
-                   loss=model.loss, evaluate=evaluate, seed_map="vmap" if model.form == "kernel" else "map")
+                   loss=model.loss, evaluate=evaluate, seed_map="vmap" if model.form == "kernel" else "map",
+                   evaluate_step=evaluate_step if with_landscape == "smoothness" else None)
 
 
 def jobs(cfg: RunConfig, with_landscape: str | None = None):
@@ -186,15 +206,19 @@ def condition_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, lis
 
 
 def smoothness_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
-    """log smoothness along the gradient against log ‖∇f‖ along training, coloured by iteration, per point."""
-    fig, axes = plt.subplots(1, len(points), figsize=(4.6 * len(points), 3.8), squeeze=False)
-    for ax, p in zip(axes[0], points):
-        steps, g = _per_point(rows, p.point, "grad_norm_test")
-        _, sm = _per_point(rows, p.point, "smoothness_along_grad")
-        ok = (g > 0) & (sm > 0)
-        sc = ax.scatter(np.log(g[ok]), np.log(sm[ok]), c=steps[ok], s=8)
-        ax.set(xlabel="log ‖∇f‖", ylabel="log dᵀHd, d = ∇f/‖∇f‖", title=p.point or cfg.experiment)
-        fig.colorbar(sc, ax=ax, label="iteration")
+    """The notebook's figure: log smoothness along the optimiser's step against log ‖∇f‖ (both at the step's start)
+    along training, coloured by iteration, per point; below, the smoothness along the gradient."""
+    fig, axes = plt.subplots(2, len(points), figsize=(4.6 * len(points), 7.4), squeeze=False)
+    for j, p in enumerate(points):
+        for ax, (gname, sname, ylabel) in zip(axes[:, j], (
+                ("grad_norm_step", "smoothness_along_update", "log uᵀHu, u = step/‖step‖"),
+                ("grad_norm_test", "smoothness_along_grad", "log dᵀHd, d = ∇f/‖∇f‖"))):
+            steps, g = _per_point(rows, p.point, gname)
+            _, sm = _per_point(rows, p.point, sname)
+            ok = (g > 0) & (sm > 0)
+            sc = ax.scatter(np.log(g[ok]), np.log(sm[ok]), c=steps[ok], s=8)
+            ax.set(xlabel="log ‖∇f‖", ylabel=ylabel, title=p.point or cfg.experiment)
+            fig.colorbar(sc, ax=ax, label="iteration")
     fig.suptitle(f"{cfg.experiment}: smoothness against gradient norm (held-out batch)", fontsize=9)
     return plots.save(fig, rd, "smoothness_vs_gradnorm")
 
