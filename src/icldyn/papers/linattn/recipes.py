@@ -147,18 +147,20 @@ def jobs(cfg: RunConfig, with_landscape: str | None = None):
 
 
 def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
-    """log test loss against iterations, mean ± sd over seeds per grid point (the notebooks' loss figure)."""
+    """log test loss against iterations per grid point (the notebooks' loss figure): the median over seeds, and the
+    seeds' range shaded (with heavy-tailed covariates one seed's held-out loss can jump by orders of magnitude, which
+    a mean would follow)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for p in points:
         st, val = _per_point(rows, p.point, "test_loss")
         val, steps = np.log(val), np.unique(st)
-        mean = np.array([val[st == s].mean() for s in steps])
-        sd = np.array([val[st == s].std() for s in steps])
-        (line,) = ax.plot(steps, mean, label=p.point or cfg.experiment)
-        ax.fill_between(steps, mean - sd, mean + sd, color=line.get_color(), alpha=0.2)
+        by = [val[st == s] for s in steps]
+        (line,) = ax.plot(steps, [np.median(v) for v in by], label=p.point or cfg.experiment)
+        ax.fill_between(steps, [v.min() for v in by], [v.max() for v in by], color=line.get_color(), alpha=0.15)
     d, m = cfg.data, cfg.model
     law = "" if "data.covariates" in cfg.grid else f"{d.covariates} x, "  # else each line names its law
-    ax.set(xlabel="iteration", ylabel="log test loss", title=f"{cfg.experiment}: L = {m.layers}, d = {d.d}, "
+    ax.set(xlabel="iteration", ylabel="log test loss (median over seeds; shaded: their range)",
+           title=f"{cfg.experiment}: L = {m.layers}, d = {d.d}, "
            f"n = {d.n}, {law}{d.task} task, batch {cfg.train.batch}, {cfg.seeds} seeds")
     ax.legend(fontsize=8)
     return plots.save(fig, rd, "loss")
