@@ -98,3 +98,16 @@ def test_config_docs_are_current_and_render_as_tables():
             continue
         header = header or cells(line)
         assert cells(line) == header, line
+
+
+def test_a_grid_override_replaces_its_axis_and_keeps_the_others():
+    exp = get("linattn-adam-vs-sgd")  # grid: data.covariates × train.optimizer
+    grid = lambda sets: exp.config(apply_sets({}, sets)).grid  # noqa: E731
+    assert grid(["grid.train.optimizer=['adamw']"]) == {"data.covariates": ["normal", "gamma"],
+                                                        "train.optimizer": ["adamw"]}
+    assert grid(["grid.data.covariates=[]", "grid.train.lr=[0.01,0.02]"]) == {"train.optimizer": ["sgd", "adamw"],
+                                                                            "train.lr": [0.01, 0.02]}
+    assert exp.config({"grid": {}}).grid == {}  # a sweep's target: no grid
+    with pytest.raises(ConfigError, match=r"grid.data.covariates=\[\]"):  # fixed while an axis, whatever else is set
+        exp.config(apply_sets({}, ["data.covariates='gamma'", "grid.train.lr=[0.01]"]))
+    exp.config(apply_sets({}, ["data.covariates='gamma'", "grid.data.covariates=[]"]))  # dropped, then fixed

@@ -263,7 +263,8 @@ def parse_value(text: str) -> Any:
 
 
 def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
-    """Set ``raw[a][b] = value`` for key ``a.b``; ``grid.<dotted key>`` sets one grid axis."""
+    """Set ``raw[a][b] = value`` for key ``a.b``; ``grid.<dotted key>`` sets one grid axis (a recipe's other axes
+    stay; ``[]`` drops the axis)."""
     if key.startswith("grid."):
         if not isinstance(value, list):
             raise ConfigError(f"bad --set {key}: a grid axis takes a list, e.g. {key}=[1,2]")

@@ -106,13 +106,19 @@ class Experiment:
     def config(self, overrides: dict[str, Any] | None = None, *, quick: bool = False) -> RunConfig:
         raw = merge(self.defaults, self.quick) if quick else dict(self.defaults)
         overrides = overrides or {}
-        for key in (raw.get("grid", {}) if "grid" not in overrides else {}):  # the grid would win: say so
+        # the overrides' grid axes replace the recipe's axes of the same name and keep the others; an empty list
+        # drops an axis, an empty grid ({}: a sweep's target) all of them
+        over_grid = overrides.get("grid")
+        grid = {} if over_grid == {} else {k: v for k, v in {**raw.get("grid", {}), **(over_grid or {})}.items()
+                                          if v != []}
+        for key in grid:  # a field fixed in its section while it is an axis would be ignored: say so
             section, _, field = key.partition(".")
             if field in overrides.get(section, {}):
                 values = overrides[section][field]
-                raise ConfigError(f"{key} is an axis of {self.name}'s grid {raw['grid'][key]}, so {key} = {values!r} "
-                                  f"would be ignored; write --set 'grid.{key}=[{values!r}]' (or a list of values)")
-        raw = merge(raw, overrides)
+                raise ConfigError(f"{key} is an axis of {self.name}'s grid {grid[key]}, so {key} = {values!r} "
+                                  f"would be ignored; write --set 'grid.{key}=[{values!r}]' (or a list of values), "
+                                  f"or drop the axis with --set 'grid.{key}=[]'")
+        raw = {**merge(raw, overrides), "grid": grid}
         if raw.get("experiment", self.name) != self.name:
             raise ConfigError(f"experiment = {raw['experiment']!r} does not match the recipe {self.name!r}")
         raw["experiment"] = self.name
@@ -228,10 +234,13 @@ def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, pr
             rd0.save_checkpoint(label0, {**_pack(snap), "slots": ident})
             last[0] = time.monotonic()
 
-    params, hist = train(problem, opt, tasks, tests, keys, steps=cfg.train.steps, log_every=cfg.train.log_every,
-                         resample_every=cfg.data.resample_every, max_loss=cfg.train.max_loss, on_chunk=on_chunk,
-                         snapshot=snapshot, restore=restored, lrs=lrs, slot_lrs=slot_lrs)
-    flush()
+    try:
+        params, hist = train(problem, opt, tasks, tests, keys, steps=cfg.train.steps,
+                             log_every=cfg.train.log_every, resample_every=cfg.data.resample_every,
+                             max_loss=cfg.train.max_loss, on_chunk=on_chunk, snapshot=snapshot, restore=restored,
+                             lrs=lrs, slot_lrs=slot_lrs)
+    finally:  # Ctrl-C or an error keeps every logged row
+        flush()
     return [take_slots(params, hist, r) for r in rows]
 
 
