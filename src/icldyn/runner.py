@@ -67,6 +67,9 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
                   resume: list[RunDir | None] | None = None) -> list[tuple[RunDir, dict[str, Any]]]:
     """Run configs that differ only in ``train.lr`` as one program (the recipe's group runner), each into its
     own run directory (new, or the interrupted one given in ``resume``)."""
+    from icldyn.runtime import setup_jax
+
+    setup_jax()  # float64 available (as from the CLI and icldyn.run): float64 configs and theory would be float32
     exp = get(cfgs[0].experiment)
     if len(cfgs) > 1 and exp.group_runner is None:
         raise ValueError(f"{exp.name} has no group runner: run its configs one by one")
