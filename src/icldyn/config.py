@@ -92,7 +92,8 @@ class TrainConfig(Section):
     max_loss: float = Field(1e6, gt=0.0, description="a seed whose loss exceeds this (or is NaN) is marked diverged")
     checkpoint_every: float = Field(
         30.0, ge=0.0, description="seconds between checkpoints (params, optimiser state, batch, PRNG key, step) that "
-        "`icldyn run --resume` continues from; 0: after every chunk. Logged metrics are flushed to metrics.parts/ at least every second")
+        "`icldyn run --resume` continues from; 0: after every chunk. Logged metrics are flushed to metrics.parts/ "
+        "at least every second")
 
 
 class RunConfig(Section):

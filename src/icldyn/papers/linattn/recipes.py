@@ -49,8 +49,8 @@ def model_of(cfg: RunConfig) -> LinearTransformer:
 
 def landscape(model: LinearTransformer, params, test, hessian: bool = True) -> dict[str, jax.Array]:
     """The loss landscape at ``params`` on the fixed held-out batch: the loss f, ‖∇f‖ and the smoothness along the
-    gradient, dᵀHd with d = ∇f/‖∇f‖ (the notebook's direction is the optimiser's step: :func:`smoothness_along_update`),
-    one Hessian-vector product; with ``hessian`` also the full Hessian H over every trained entry (150 at L = 3, d = 5:
+    gradient, dᵀHd with d = ∇f/‖∇f‖ (the notebook's direction is the optimiser's step:
+    :func:`smoothness_along_update`), one Hessian-vector product; with ``hessian`` also the full Hessian H over every trained entry (150 at L = 3, d = 5:
     exact, no Lanczos needed; 150 Hessian-vector products), the notebook's condition number
     max|diag H| / median|diag H| (plot_condition_number) and H's extreme eigenvalues."""
     from jax.flatten_util import ravel_pytree
@@ -72,8 +72,8 @@ def landscape(model: LinearTransformer, params, test, hessian: bool = True) -> d
 
 def smoothness_along_update(model: LinearTransformer, before, update, test) -> dict[str, jax.Array]:
     """The notebook's directional smoothness (plot_smoothness_vs_gradnorm): at the parameters θ_t before an
-    optimiser step, uᵀ∇²f(θ_t)u along that step's direction u = (θ_{t+1} − θ_t)/‖θ_{t+1} − θ_t‖, and ‖∇f(θ_t)‖,
-    on the fixed held-out batch; one Hessian-vector product."""
+    optimiser step, uᵀ∇²f(θ_t)u along that step's direction u = (θ_{t+1} − θ_t)/‖θ_{t+1} − θ_t‖, and
+    ‖∇f(θ_t)‖, on the fixed held-out batch; one Hessian-vector product."""
     from jax.flatten_util import ravel_pytree
 
     flat, unravel = ravel_pytree(before)
