@@ -50,8 +50,9 @@ def model_of(cfg: RunConfig) -> LinearTransformer:
 def landscape(model: LinearTransformer, params, test, hessian: bool = True) -> dict[str, jax.Array]:
     """The loss landscape at ``params`` on the fixed held-out batch: the loss f, ‖∇f‖ and the smoothness along the
     gradient, dᵀHd with d = ∇f/‖∇f‖ (the notebook's direction is the optimiser's step:
-    :func:`smoothness_along_update`), one Hessian-vector product; with ``hessian`` also the full Hessian H over every trained entry (150 at L = 3, d = 5:
-    exact, no Lanczos needed; 150 Hessian-vector products), the notebook's condition number
+    :func:`smoothness_along_update`), one Hessian-vector product; with ``hessian`` also the full Hessian H over
+    every trained entry (150 at L = 3, d = 5: exact, no Lanczos needed; 150 Hessian-vector products), the notebook's
+    condition number
     max|diag H| / median|diag H| (plot_condition_number) and H's extreme eigenvalues."""
     from jax.flatten_util import ravel_pytree
 
