@@ -52,8 +52,7 @@ def landscape(model: LinearTransformer, params, test, hessian: bool = True) -> d
     gradient, dᵀHd with d = ∇f/‖∇f‖ (the notebook's direction is the optimiser's step:
     :func:`smoothness_along_update`), one Hessian-vector product; with ``hessian`` also the full Hessian H over
     every trained entry (150 at L = 3, d = 5: exact, no Lanczos needed; 150 Hessian-vector products), the notebook's
-    condition number
-    max|diag H| / median|diag H| (plot_condition_number) and H's extreme eigenvalues."""
+    condition number max|diag H| / median|diag H| (plot_condition_number) and H's extreme eigenvalues."""
     from jax.flatten_util import ravel_pytree
 
     flat, unravel = ravel_pytree(params)
