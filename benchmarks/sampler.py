@@ -1,6 +1,8 @@
 """The prompt samplers side by side, 20 000 fresh prompts (d = 5, n = 20, float32) reduced to moments, one thread:
 JAX threefry (`sample_prompts`, held-out sets), the pure-JAX Philox4x32-10 twin (the training sampler without the
-kernel, and on a GPU) and the C sampler. `python -m benchmarks.sampler` (≈ 30 s); median and min of 15 calls."""
+kernel, and on a GPU) and the C sampler; then the gamma radii of one `linattn` batch with gamma covariates (1000
+prompts × 21 tokens, shape_k = 0.1), `jax.random.gamma` against `linattn.data.log_gamma`, for one seed and six
+(vmapped). `python -m benchmarks.sampler` (≈ 40 s); median and min of 15 calls."""
 
 import time
 
@@ -22,14 +24,25 @@ def main(batch: int = 20_000, n: int = 20, repeats: int = 15) -> None:
            "JAX Philox twin": jax.jit(lambda k: moments(sample_prompts_philox(t, key=k, batch=batch, n=n)))}
     if kernel.available(t.sigma.shape[0] + 1):
         fns["C sampler"] = jax.jit(lambda k: kernel.sample_moments(t, k, batch, n))
+    from icldyn.papers.linattn.data import log_gamma
+
+    shape, k = (1000, 21), 0.1
+    for seeds in (1, 6):
+        over = (lambda f: f) if seeds == 1 else (lambda f: jax.vmap(f))  # noqa: E731
+        keys = (lambda i: jax.random.PRNGKey(i)) if seeds == 1 else (  # noqa: E731
+            lambda i: jax.random.split(jax.random.PRNGKey(i), seeds))
+        fns[f"gamma radii, {seeds} seed(s): jax.random.gamma"] = (
+            jax.jit(over(lambda key: jnp.log(jax.random.gamma(key, k, shape)))), keys)
+        fns[f"gamma radii, {seeds} seed(s): log_gamma"] = (jax.jit(over(lambda key: log_gamma(key, k, shape))), keys)
     for name, f in fns.items():
-        jax.block_until_ready(f(jax.random.PRNGKey(0)))
+        f, key = f if isinstance(f, tuple) else (f, jax.random.PRNGKey)
+        jax.block_until_ready(f(key(0)))
         ts = []
         for i in range(repeats):
             t0 = time.perf_counter()
-            jax.block_until_ready(f(jax.random.PRNGKey(i + 1)))
+            jax.block_until_ready(f(key(i + 1)))
             ts.append(time.perf_counter() - t0)
-        print(f"{name:16s} {1e3 * np.median(ts):7.1f} ms  (min {1e3 * min(ts):.1f})")
+        print(f"{name:44s} {1e3 * np.median(ts):7.1f} ms  (min {1e3 * min(ts):.1f})")
 
 
 if __name__ == "__main__":
