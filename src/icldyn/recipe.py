@@ -177,7 +177,7 @@ def _unpack(z: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 # seconds between flushes of logged rows to metrics.parts/ (each an fsynced Parquet file, ≈ 3 ms here: flushing
-# every chunk of a run that logs every 5 steps took 18% of goel-convergence --quick)
+# every chunk took 18% of the time of a run of small programs that logs every 5 steps)
 FLUSH_EVERY = 1.0
 
 
