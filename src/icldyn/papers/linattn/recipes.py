@@ -152,11 +152,7 @@ def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], r
     a mean would follow)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for p in points:
-        st, val = _per_point(rows, p.point, "test_loss")
-        val, steps = np.log(val), np.unique(st)
-        by = [val[st == s] for s in steps]
-        (line,) = ax.plot(steps, [np.median(v) for v in by], label=p.point or cfg.experiment)
-        ax.fill_between(steps, [v.min() for v in by], [v.max() for v in by], color=line.get_color(), alpha=0.15)
+        _median_band(ax, rows, p.point, "test_loss", p.point or cfg.experiment, np.log)
     d, m = cfg.data, cfg.model
     law = "" if "data.covariates" in cfg.grid else f"{d.covariates} x, "  # else each line names its law
     ax.set(xlabel="iteration", ylabel="log test loss (median over seeds; shaded: their range)",
@@ -194,13 +190,21 @@ def _per_point(rows: dict[str, list], point: str, metric: str) -> tuple[np.ndarr
     return steps[order], values[order]
 
 
+def _median_band(ax, rows: dict[str, list], point: str, metric: str, label: str, transform=lambda v: v) -> None:
+    """One metric of one point along training: the median over seeds, and the seeds' range shaded."""
+    st, val = _per_point(rows, point, metric)
+    val, steps = transform(val), np.unique(st)
+    by = [val[st == s] for s in steps]
+    (line,) = ax.plot(steps, [np.median(v) for v in by], label=label)
+    ax.fill_between(steps, [v.min() for v in by], [v.max() for v in by], color=line.get_color(), alpha=0.15)
+
+
 def condition_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
-    """The notebook's condition number max|diag H| / median|diag H| along training, mean ± sd over seeds."""
+    """The notebook's condition number max|diag H| / median|diag H| along training: the median over seeds, their
+    range shaded (with gamma covariates one extreme held-out prompt can dominate a seed's Hessian)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for p in points:
-        steps, mean, lo, hi = plots.series(rows, p.point, "hess_diag_ratio")
-        (line,) = ax.plot(steps, mean, label=p.point or cfg.experiment)
-        ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2)
+        _median_band(ax, rows, p.point, "hess_diag_ratio", p.point or cfg.experiment)
     ax.set(xlabel="iteration", ylabel="max |diag H| / median |diag H|", yscale="log",
            title=f"{cfg.experiment}: Hessian condition number (held-out batch)")
     ax.legend(fontsize=8)
