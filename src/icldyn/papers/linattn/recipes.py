@@ -165,8 +165,10 @@ def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], r
 def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> LawResult:
     pts = [LawPoint.model_validate(p) for p in result["points"]]
     status = "finished" if all(s.status == "finished" for p in pts for s in p.seeds) else "diverged"
-    table = Table(columns=["point", "final test loss (mean ± sd)"],
-                  rows=[[p.point or "—", f"{p.test_loss:.4g} ± {p.test_loss_std:.2g}"] for p in pts])
+    finals = lambda p: [s.test_loss for s in p.seeds if s.status == "finished"] or [np.nan]  # noqa: E731
+    table = Table(columns=["point", "final test loss (mean ± sd)", "median (range) over seeds"],
+                  rows=[[p.point or "—", f"{p.test_loss:.4g} ± {p.test_loss_std:.2g}",
+                         f"{np.median(finals(p)):.4g} ({min(finals(p)):.3g}–{max(finals(p)):.3g})"] for p in pts])
     figures = [loss_curves(cfg, pts, rows, rd)]
     if cfg.experiment in LANDSCAPE_FIGURES:
         figures.append(LANDSCAPE_FIGURES[cfg.experiment](cfg, pts, rows, rd))
