@@ -22,7 +22,8 @@ from icldyn.plugins import get
 from icldyn.store import RunDir, list_runs, query
 
 SMALL = ["--set", "train.steps=500", "--set", "train.log_every=50", "--set", "train.batch=256",
-         "--set", "data.test_size=1024", "--set", "train.checkpoint_every=0", "--set", "grid.model.layers=[1,3]"]
+         "--set", "data.test_size=1024", "--set", "train.checkpoint_every=0", "--set", "grid.model.layers=[1,3]",
+         "--set", "train.flush_every=0"]  # every chunk flushed: the kill lands inside the L = 3 point
 
 
 def _icldyn(*args, **kw):

@@ -92,8 +92,10 @@ class TrainConfig(Section):
     max_loss: float = Field(1e6, gt=0.0, description="a seed whose loss exceeds this (or is NaN) is marked diverged")
     checkpoint_every: float = Field(
         30.0, ge=0.0, description="seconds between checkpoints (params, optimiser state, batch, PRNG key, step) that "
-        "`icldyn run --resume` continues from; 0: after every chunk. Logged metrics are flushed to metrics.parts/ "
-        "at least every second")
+        "`icldyn run --resume` continues from; 0: after every chunk")
+    flush_every: float = Field(1.0, ge=0.0, description="seconds between writes of the logged metric rows to "
+                               "metrics.parts/ (each an fsynced file); 0: after every chunk. Ctrl-C and errors "
+                               "write the pending rows at once")
 
 
 class RunConfig(Section):

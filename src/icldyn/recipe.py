@@ -176,11 +176,6 @@ def _unpack(z: dict[str, np.ndarray]) -> dict[str, Any]:
             "good": [z[f"good_{i}"] for i in range(count("good_"))], "history": hist, "done": int(z["done"])}
 
 
-# seconds between flushes of logged rows to metrics.parts/ (each an fsynced Parquet file, ≈ 3 ms here: flushing
-# every chunk took 18% of the time of a run of small programs that logs every 5 steps)
-FLUSH_EVERY = 1.0
-
-
 def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, problem, opt, tasks, tests, keys,
                 tick: Callable[[int, dict], None], lrs: list[float] | None = None,
                 slot_lrs: list[float] | None = None) -> list[tuple[Any, History]]:
@@ -188,8 +183,9 @@ def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, pr
     ``(run dir, label, seeds)`` of each run the program trains, owning consecutive slots — one target at
     ``cfg.train.lr``; or one per learning rate of ``lrs`` (the same seeds, sharing their batches); or, with
     ``slot_lrs``, runs whose seeds are stacked on the seed axis, each slot at its own rate.
-    Logged rows are flushed to each target's ``metrics.parts/`` after every chunk that ends ``FLUSH_EVERY`` seconds
-    or more after the last flush (so every chunk, when chunks are slow), and at the end; a checkpoint of the whole
+    Logged rows are flushed to each target's ``metrics.parts/`` after every chunk that ends ``train.flush_every``
+    seconds or more after the last flush (each part is an fsynced Parquet file, ≈ 3 ms here: flushing every chunk
+    took 18% of a run of small programs logging every 5 steps), and at the end; a checkpoint of the whole
     program is written to the first target every ``train.checkpoint_every`` seconds (and at the end), and
     resumed from when it is of the same slots (seeds and rates). Returns (params, history) per target."""
     rd0, label0, _ = targets[0]
@@ -216,7 +212,7 @@ def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, pr
         for (rd, label, seeds), r, part in zip(targets, rows, pending):
             history_rows(rd.run_id, label, seeds, History([step], [{k: v[r] for k, v in metrics.items()}], {}), part)
         flushed["step"] = step
-        if time.monotonic() - flushed["at"] >= FLUSH_EVERY:
+        if time.monotonic() - flushed["at"] >= cfg.train.flush_every:
             flush()
         tick(step, metrics)
 
