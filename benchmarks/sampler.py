@@ -14,28 +14,26 @@ from icldyn.papers.ahn.config import PromptsData
 from icldyn.papers.ahn.data import make_task, sample_prompts, sample_prompts_philox
 from icldyn.papers.ahn import kernel
 from icldyn.papers.ahn.model import moments
+from icldyn.papers.linattn.data import log_gamma
 from icldyn.runtime import setup_jax
 
 
 def main(batch: int = 20_000, n: int = 20, repeats: int = 15) -> None:
     setup_jax()
     t = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), make_task(PromptsData(covariance="official"), 0))
-    fns = {"JAX threefry": jax.jit(lambda k: moments(sample_prompts(t, key=k, batch=batch, n=n))),
-           "JAX Philox twin": jax.jit(lambda k: moments(sample_prompts_philox(t, key=k, batch=batch, n=n)))}
+    key = jax.random.PRNGKey
+    fns = {"JAX threefry": (jax.jit(lambda k: moments(sample_prompts(t, key=k, batch=batch, n=n))), key),
+           "JAX Philox twin": (jax.jit(lambda k: moments(sample_prompts_philox(t, key=k, batch=batch, n=n))), key)}
     if kernel.available(t.sigma.shape[0] + 1):
-        fns["C sampler"] = jax.jit(lambda k: kernel.sample_moments(t, k, batch, n))
-    from icldyn.papers.linattn.data import log_gamma
-
+        fns["C sampler"] = (jax.jit(lambda k: kernel.sample_moments(t, k, batch, n)), key)
     shape, k = (1000, 21), 0.1
-    for seeds in (1, 6):
-        over = (lambda f: f) if seeds == 1 else (lambda f: jax.vmap(f))  # noqa: E731
-        keys = (lambda i: jax.random.PRNGKey(i)) if seeds == 1 else (  # noqa: E731
-            lambda i: jax.random.split(jax.random.PRNGKey(i), seeds))
+    for seeds in (1, 6):  # one key per seed, vmapped
+        keys = lambda i, seeds=seeds: jax.random.split(jax.random.PRNGKey(i), seeds)  # noqa: E731
         fns[f"gamma radii, {seeds} seed(s): jax.random.gamma"] = (
-            jax.jit(over(lambda key: jnp.log(jax.random.gamma(key, k, shape)))), keys)
-        fns[f"gamma radii, {seeds} seed(s): log_gamma"] = (jax.jit(over(lambda key: log_gamma(key, k, shape))), keys)
-    for name, f in fns.items():
-        f, key = f if isinstance(f, tuple) else (f, jax.random.PRNGKey)
+            jax.jit(jax.vmap(lambda key: jnp.log(jax.random.gamma(key, k, shape)))), keys)
+        fns[f"gamma radii, {seeds} seed(s): log_gamma"] = (jax.jit(jax.vmap(lambda key: log_gamma(key, k, shape))),
+                                                           keys)
+    for name, (f, key) in fns.items():
         jax.block_until_ready(f(key(0)))
         ts = []
         for i in range(repeats):

@@ -53,16 +53,10 @@ def landscape(model: LinearTransformer, params, test, hessian: bool = True) -> d
     :func:`smoothness_along_update`), one Hessian-vector product; with ``hessian`` also the full Hessian H over
     every trained entry (150 at L = 3, d = 5: exact, no Lanczos needed; 150 Hessian-vector products), the notebook's
     condition number max|diag H| / median|diag H| (plot_condition_number) and H's extreme eigenvalues."""
-    from jax.flatten_util import ravel_pytree
-
-    flat, unravel = ravel_pytree(params)
-    loss = held_out_loss(model, test)
-    f = lambda v: loss(unravel(v))  # noqa: E731
-    value, g = jax.value_and_grad(f)(flat)
+    f, flat, value, g, hvp = _curvature(model, params, test)
     gn = jnp.linalg.norm(g)
     u = g / gn
-    out = {"test_loss": value, "grad_norm_test": gn,
-           "smoothness_along_grad": u @ jax.jvp(jax.grad(f), (flat,), (u,))[1]}
+    out = {"test_loss": value, "grad_norm_test": gn, "smoothness_along_grad": u @ hvp(u)}
     if hessian:
         H = jax.hessian(f)(flat)
         diag, eig = jnp.abs(jnp.diag(H)), jnp.linalg.eigvalsh(H)
@@ -76,13 +70,22 @@ def smoothness_along_update(model: LinearTransformer, before, update, test) -> d
     ‖∇f(θ_t)‖, on the fixed held-out batch; one Hessian-vector product."""
     from jax.flatten_util import ravel_pytree
 
-    flat, unravel = ravel_pytree(before)
-    loss = held_out_loss(model, test)
-    grad = jax.grad(lambda v: loss(unravel(v)))
+    *_, g, hvp = _curvature(model, before, test)
     du = ravel_pytree(update)[0]
     u = du / jnp.linalg.norm(du)
-    g, hu = jax.jvp(grad, (flat,), (u,))
-    return {"grad_norm_step": jnp.linalg.norm(g), "smoothness_along_update": u @ hu}
+    return {"grad_norm_step": jnp.linalg.norm(g), "smoothness_along_update": u @ hvp(u)}
+
+
+def _curvature(model: LinearTransformer, params, test):
+    """The held-out loss f over the flattened parameters, the flat point, f and ∇f there, and its Hessian-vector
+    product v ↦ ∇²f v (linearised once: ∇f is not recomputed per product)."""
+    from jax.flatten_util import ravel_pytree
+
+    flat, unravel = ravel_pytree(params)
+    loss = held_out_loss(model, test)
+    f = lambda v: loss(unravel(v))  # noqa: E731
+    (value, g), lin = jax.linearize(jax.value_and_grad(f), flat)
+    return f, flat, value, g, lambda v: lin(v)[1]
 
 
 def held_out_loss(model: LinearTransformer, test):
@@ -165,10 +168,12 @@ def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], r
 def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> LawResult:
     pts = [LawPoint.model_validate(p) for p in result["points"]]
     status = "finished" if all(s.status == "finished" for p in pts for s in p.seeds) else "diverged"
-    finals = lambda p: [s.test_loss for s in p.seeds if s.status == "finished"] or [np.nan]  # noqa: E731
+    def spread(p: LawPoint) -> str:
+        v = [s.test_loss for s in p.seeds if s.status == "finished"] or [np.nan]
+        return f"{np.median(v):.4g} ({min(v):.3g}–{max(v):.3g})"
+
     table = Table(columns=["point", "final test loss (mean ± sd)", "median (range) over seeds"],
-                  rows=[[p.point or "—", f"{p.test_loss:.4g} ± {p.test_loss_std:.2g}",
-                         f"{np.median(finals(p)):.4g} ({min(finals(p)):.3g}–{max(finals(p)):.3g})"] for p in pts])
+                  rows=[[p.point or "—", f"{p.test_loss:.4g} ± {p.test_loss_std:.2g}", spread(p)] for p in pts])
     figures = [loss_curves(cfg, pts, rows, rd)]
     if cfg.experiment in LANDSCAPE_FIGURES:
         figures.append(LANDSCAPE_FIGURES[cfg.experiment](cfg, pts, rows, rd))
