@@ -161,3 +161,24 @@ def test_held_out_loss_in_the_gdpp_form_is_the_models_loss(parameterization):
     for key in (5, 6):
         params = model.init(key=jax.random.PRNGKey(key), dtype=jnp.float64)
         np.testing.assert_allclose(held_out_loss(model, test)(params), model.loss(params, test), rtol=1e-12)
+
+
+def test_loss_figure_keeps_its_axis_on_the_medians_and_names_an_excursion():
+    import matplotlib.pyplot as plt
+
+    from icldyn.papers.linattn.recipes import _clip_excursions, _median_band
+
+    steps = np.repeat(np.arange(0, 500, 50), 3)
+    seeds = np.tile(np.arange(3), 10)
+    value = np.exp(-steps / 100.0) * (1 + 0.1 * seeds)
+    value[(steps == 300) & (seeds == 2)] = 1e146  # one seed, one log: the L = 8 AdamW run's excursion
+    rows = {"point": ["p"] * len(steps), "metric": ["test_loss"] * len(steps), "step": steps, "value": value}
+    fig, ax = plt.subplots()
+    curve = _median_band(ax, rows, "p", "test_loss", "p", np.log)
+    np.testing.assert_allclose(curve[1], np.log(np.exp(-np.arange(0, 500, 50) / 100.0) * 1.1))  # the median seed
+    _clip_excursions(ax, [curve])
+    assert ax.get_ylim()[1] < 5 and "off scale: a seed at 336 (step 300)" in ax.texts[0].get_text()
+    fig, ax = plt.subplots()
+    _clip_excursions(ax, [_median_band(ax, {**rows, "value": np.exp(-steps / 100.0)}, "p", "test_loss", "p", np.log)])
+    assert not ax.texts  # nothing off scale: the axis is matplotlib's
+    plt.close("all")

@@ -154,8 +154,12 @@ def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], r
     seeds' range shaded (with heavy-tailed covariates one seed's held-out loss can jump by orders of magnitude, which
     a mean would follow)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for p in points:
-        _median_band(ax, rows, p.point, "test_loss", p.point or cfg.experiment, np.log)
+    def label(p: LawPoint) -> str:  # the median runs over the seeds still training: say how many stopped
+        gone = [s.diverged_at for s in p.seeds if s.status == "diverged"]
+        return (p.point or cfg.experiment) + (f" ({len(gone)} of {len(p.seeds)} seeds diverged, steps "
+                                              f"{min(gone)}–{max(gone)})" if gone else "")
+
+    _clip_excursions(ax, [_median_band(ax, rows, p.point, "test_loss", label(p), np.log) for p in points])
     d, m = cfg.data, cfg.model
     law = "" if "data.covariates" in cfg.grid else f"{d.covariates} x, "  # else each line names its law
     ax.set(xlabel="iteration", ylabel="log test loss (median over seeds; shaded: their range)",
@@ -197,13 +201,34 @@ def _per_point(rows: dict[str, list], point: str, metric: str) -> tuple[np.ndarr
     return steps[order], values[order]
 
 
-def _median_band(ax, rows: dict[str, list], point: str, metric: str, label: str, transform=lambda v: v) -> None:
-    """One metric of one point along training: the median over seeds, and the seeds' range shaded."""
+def _median_band(ax, rows: dict[str, list], point: str, metric: str, label: str, transform=lambda v: v):
+    """One metric of one point along training: the median over seeds, and the seeds' range shaded. Returns
+    (steps, median, range's bottom, range's top)."""
     st, val = _per_point(rows, point, metric)
-    val, steps = transform(val), np.unique(st)
+    val = transform(val)
+    keep = np.isfinite(val)  # a diverged seed's last row is NaN: the others still have a median there
+    st, val = st[keep], val[keep]
+    steps = np.unique(st)
     by = [val[st == s] for s in steps]
-    (line,) = ax.plot(steps, [np.median(v) for v in by], label=label)
-    ax.fill_between(steps, [v.min() for v in by], [v.max() for v in by], color=line.get_color(), alpha=0.15)
+    med, low, top = (np.array([f(v) for v in by]) for f in (np.median, np.min, np.max))
+    (line,) = ax.plot(steps, med, label=label)
+    ax.fill_between(steps, low, top, color=line.get_color(), alpha=0.15)
+    return steps, med, low, top
+
+
+def _clip_excursions(ax, curves) -> None:
+    """Keep a linear y axis on the curves when a seed's range leaves them far behind (one seed's held-out log loss
+    can jump by 100s for a single log and recover), and name the highest such excursion on the plot."""
+    curves = [c for c in curves if len(c[0])]  # a point whose seeds all diverged at once has nothing to draw
+    if not curves:
+        return
+    floor, high = min(c[2].min() for c in curves), max(c[1].max() for c in curves)
+    cap = high + 0.5 * (high - floor)
+    peak, at = max(((c[3][i], c[0][i]) for c in curves for i in range(len(c[0]))), key=lambda t: t[0])
+    if peak > cap:
+        ax.set_ylim(floor - 0.05 * (cap - floor), cap)
+        ax.annotate(f"off scale: a seed at {peak:.3g} (step {at})", (0.99, 0.98), xycoords="axes fraction",
+                    ha="right", va="top", fontsize=7)
 
 
 def condition_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
