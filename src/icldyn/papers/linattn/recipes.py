@@ -181,9 +181,14 @@ def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -
     figures = [loss_curves(cfg, pts, rows, rd)]
     if cfg.experiment in LANDSCAPE_FIGURES:
         figures.append(LANDSCAPE_FIGURES[cfg.experiment](cfg, pts, rows, rd))
-    return LawResult(**{**result, "points": pts}, figures=figures, status=status,
-                     table=table, report_lines=["Losses are E[(ŷ − y)²] with no ½ (official code), on each seed's "
-                                                "fixed held-out prompts."])
+    notes = ["Losses are E[(ŷ − y)²] with no ½ (official code), on each seed's fixed held-out prompts."]
+    if status == "diverged" and cfg.model.layers > 3:  # measured: docs/results/linattn.md, More layers
+        small = cfg.model.init_std <= 0.001 and cfg.train.dtype == "float64"
+        notes.append("Deep models' weights grow along training until a rare large-‖x‖ prompt overflows; " + (
+            "at L = 8 this happens even from a small initialisation with gamma covariates (measured)." if small else
+            "at L = 8 a small initialisation trains (model.init_std = 0.001, train.lr = 0.01, train.dtype = float64, "
+            "train.max_loss = 1e300).") + " docs/results/linattn.md, More layers.")
+    return LawResult(**{**result, "points": pts}, figures=figures, status=status, table=table, report_lines=notes)
 
 
 def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> LawResult:
