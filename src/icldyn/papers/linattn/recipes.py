@@ -229,7 +229,7 @@ def _clip_excursions(ax, curves) -> None:
         return
     floor, high = min(c[2].min() for c in curves), max(c[1].max() for c in curves)
     cap = high + 0.5 * (high - floor)
-    peak, at = max(((c[3][i], c[0][i]) for c in curves for i in range(len(c[0]))), key=lambda t: t[0])
+    peak, at = max((c[3].max(), c[0][c[3].argmax()]) for c in curves)
     if peak > cap:
         ax.set_ylim(floor - 0.05 * (cap - floor), cap)
         ax.annotate(f"off scale: a seed at {peak:.3g} (step {at})", (0.99, 0.98), xycoords="axes fraction",
