@@ -30,8 +30,8 @@ def main() -> None:
     import tempfile
 
     from icldyn.config import with_overrides
+    from icldyn.papers.goel.problem import build
     from icldyn.plugins import get
-    from icldyn.papers.goel.recipes import build
     from icldyn.runner import execute
     from icldyn.train.loop import init_states, make_chunk
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import jax
 
 from icldyn.config import build
-from icldyn.papers.ahn import setup as ahn_setup
+from icldyn.papers.ahn import problem as ahn_setup
 from icldyn.papers.ahn.recipes import OFFICIAL_TRAIN
 from icldyn.runtime import setup_jax
 from icldyn.train.loop import init_states, make_chunk

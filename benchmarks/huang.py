@@ -24,8 +24,8 @@ HERE = Path(__file__).resolve().parent
 def main() -> None:
     setup_jax()
     from icldyn.config import with_overrides
+    from icldyn.papers.huang.problem import build
     from icldyn.plugins import get
-    from icldyn.papers.huang.recipes import build
     from icldyn.train.loop import init_states, make_chunk
     from icldyn.train.optimizers import build_optimizer
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import torch
 
-
 ACTIVATIONS = {"linear": None, "relu": torch.relu, "softmax": lambda a: torch.softmax(a, dim=-1)}
 
 

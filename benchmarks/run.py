@@ -70,12 +70,12 @@ def worker(threads: int, quick: bool) -> dict:
     setup_jax()
     torch.set_num_threads(threads)
     from benchmarks import reference_torch as ref
+    from icldyn.components import lsa_kernel as kernel
+    from icldyn.components.linear_attention import moments
+    from icldyn.components.prompts import Prompts
     from icldyn.config import build
-    from icldyn.papers.ahn import setup as ahn_setup
+    from icldyn.papers.ahn import problem as ahn_setup
     from icldyn.papers.ahn.recipes import OFFICIAL_TRAIN
-    from icldyn.papers.ahn import kernel
-    from icldyn.papers.ahn.model import moments
-    from icldyn.papers.ahn.data import Prompts
     from icldyn.train.loop import init_states, make_chunk
     from icldyn.train.optimizers import build_optimizer
 

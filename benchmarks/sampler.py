@@ -10,11 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn.papers.ahn.config import PromptsData
-from icldyn.papers.ahn.data import make_task, sample_prompts, sample_prompts_philox
-from icldyn.papers.ahn import kernel
-from icldyn.papers.ahn.model import moments
-from icldyn.papers.linattn.data import log_gamma
+from icldyn.components import lsa_kernel as kernel
+from icldyn.components.laws import log_gamma
+from icldyn.components.linear_attention import moments
+from icldyn.components.prompts import PromptsData, make_task, sample_prompts, sample_prompts_philox
 from icldyn.runtime import setup_jax
 
 

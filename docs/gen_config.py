@@ -23,11 +23,16 @@ def table(title: str, section: str, cls, fields, intro: str = "") -> None:
         info = cls.model_fields[field]
         default = info.default if info.default_factory is None else info.default_factory()
         key = f"{section + '.' if section else ''}{field}"
-        lines.append(f"| `{key}` | {cell(_describe(cls, field))} | `{cell(repr(default))}` | {cell(info.description)} |")
+        shown = "required" if info.is_required() else f"`{cell(repr(default))}`"
+        lines.append(f"| `{key}` | {cell(_describe(cls, field))} | {shown} | {cell(info.description)} |")
     lines.append("")
 
 
-owner = {kind: name for name, p in papers().items() for cls in (*p.data, *p.models) for kind in [cls.model_fields["kind"].default]}
+users: dict[str, list[str]] = {}
+for name, p in papers().items():
+    for cls in (*p.data, *p.models):
+        users.setdefault(cls.model_fields["kind"].default, []).append(name)
+owner = {kind: f"{'/'.join(users[kind])}; `{cls.__module__}`" for s in ("data", "model") for kind, cls in kinds(s).items()}
 table("## top level", "", RunConfig, [f for f in RunConfig.model_fields if f not in ("data", "model", "train")])
 for section, base in (("data", DataSection), ("model", ModelSection)):
     table(f"## [{section}]", section, base, [f for f in base.model_fields if f != "kind"],

@@ -51,37 +51,3 @@ def tiny_store(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
     execute(get("quickstart").config(TINY), root)
     return root
-
-
-# The suite's longest tests (seconds on the 2-core CI machine, `pytest --durations`), dealt to the two halves of the
-# collection longest first (each worker of `-n auto --dist worksteal` starts with one half, then steals): without
-# this, one worker can be left with the longest tests at the end and the wall time grows by a minute.
-EXPECTED_S = {  # CI, 2026-12-01 (setup + call)
-    "test_every_claim_passes_and_the_runs_verify_wrote_are_complete": 147,
-    "test_verify_goel_passes_and_its_convergence_run_has_the_documented_numbers": 149,
-    "test_kill_9_leaves_a_readable_run_and_resume_is_bit_identical": 69,
-    "test_wheel_and_sdist_ship_the_kernel_source_and_the_wheel_runs_the_default_job": 64,
-    "test_the_documented_example_runs_in_a_fresh_process": 63,
-    "test_ray_backend_gives_the_local_numbers": 44,
-    "test_no_compiler_runs_pure_jax_says_so_once_and_gives_the_kernels_numbers": 43,
-    "test_conditioning_grid_swept_as_one_job": 40,
-    "test_sweep_runs_grid_records_and_resumes": 32,
-    "test_build_falls_back_to_portable_flags_and_prunes_old_libraries": 27,
-    "test_a_toy_plugin_installed_outside_src_runs_through_list_run_verify_and_sweep": 27,
-    "test_verify_runs_the_adam_recipe_and_every_claim_passes": 23,
-    "test_killed_sweep_resumed_reruns_only_unfinished_points": 19,
-    "test_no_group_runs_each_point_alone_bit_for_bit": 16,
-}
-
-
-def pytest_collection_modifyitems(items):
-    heavy = sorted((it for it in items if it.originalname in EXPECTED_S), key=lambda it: -EXPECTED_S[it.originalname])
-    halves: tuple[list, list] = ([], [])
-    load = [0, 0]
-    for it in heavy:  # longest processing time first, to the lighter half
-        k = int(load[1] < load[0])
-        halves[k].append(it)
-        load[k] += EXPECTED_S[it.originalname]
-    rest = [it for it in items if it.originalname not in EXPECTED_S]
-    cut = len(items) // 2 - len(halves[0])
-    items[:] = halves[0] + rest[:cut] + halves[1] + rest[cut:]

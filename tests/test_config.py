@@ -5,31 +5,44 @@ from icldyn.cli import app
 from icldyn.config import ConfigError, RunConfig, apply_sets, build, kinds, merge, section_class
 from icldyn.plugins import get, recipes
 
-BASE = {"data": {"kind": "prompts"}, "model": {"kind": "linear_attention"}}
-
-
-@pytest.mark.parametrize("raw, needle", [
-    ({"data": {"d": 0}}, "data.d"),
-    ({"data": {"dd": 3}}, "unknown key 'data.dd'"),
-    ({"model": {"parameterization": "dense"}}, "'full', 'sparse', 'relaxed'"),
-    ({"train": {"lr": -1.0}}, "train.lr"),
-    ({"data": {"covariance": "eigenvalues", "eigenvalues": [1.0, -2.0], "d": 2}}, "positive"),
-    ({"data": {"covariance": "eigenvalues", "eigenvalues": [1.0, 2.0]}}, "data.d = 5"),
-    ({"grid": {"data.nope": [1]}}, "data.nope"),
-    ({"bogus": 1}, "unknown key 'bogus'"),
-    ({"model": {"kind": "softmax_regressor"}}, "allowed pairs"),
-    ({"train": {"precondition": True}}, "train.precondition"),
-    ({"data": {"kind": "regression", "d": 3, "p": 3, "m_singular_values": [0.1, 0.2]}, "model": {"kind": "softmax_regressor"}},
-     "min(data.p, data.d) = 3"),
-    ({"data": {"p": 3}}, "data.p applies to data.kind = 'regression' only, not 'prompts'"),  # the discriminated union
-    ({"data": {"kind": "nope"}}, "data.kind = 'nope' is not allowed: must be one of 'prompts', 'regression'"),
-    ({"model": {"kind": "softmax_icl", "layers": 2}}, "model.layers applies to model.kind = 'linear_attention'"),
+# each kind's value constraints against a recipe that owns the kind
+@pytest.mark.parametrize("recipe, raw, needle", [
+    ("quickstart", {"data": {"d": 0}}, "data.d"),
+    ("quickstart", {"data": {"dd": 3}}, "unknown key 'data.dd'"),
+    ("quickstart", {"model": {"parameterization": "dense"}}, "'full', 'sparse', 'relaxed'"),
+    ("quickstart", {"train": {"lr": -1.0}}, "train.lr"),
+    ("quickstart", {"data": {"covariance": "eigenvalues", "eigenvalues": [1.0, -2.0], "d": 2}}, "positive"),
+    ("quickstart", {"data": {"covariance": "eigenvalues", "eigenvalues": [1.0, 2.0]}}, "data.d = 5"),
+    ("quickstart", {"grid": {"data.nope": [1]}}, "data.nope"),
+    ("quickstart", {"bogus": 1}, "unknown key 'bogus'"),
+    ("huang-ood", {"model": {"kind": "softmax_regressor"}}, "allowed pairs"),
+    ("quickstart", {"train": {"precondition": True}}, "train.precondition"),
+    ("quickstart", {"data": {"p": 3}}, "data.p applies to data.kind = 'regression' only, not 'prompts'"),
+    ("quickstart", {"data": {"kind": "nope"}}, "data.kind = 'nope' is not allowed: must be one of 'prompts', "
+     "'regression'"),
+    ("goel-convergence", {"data": {"d": 3, "p": 3, "m_singular_values": [0.1, 0.2]}}, "min(data.p, data.d) = 3"),
+    ("goel-convergence", {"data": {"p": 2}}, "data.p = 2 < data.d = 3"),
+    ("goel-convergence", {"model": {"init": "zeros"}}, "model.init"),
+    ("goel-convergence", {"train": {"regularizer": -1.0}}, "train.regularizer"),
+    ("huang-balanced", {"data": {"features": 9}}, "data.features = 9 exceeds data.d = 4"),
+    ("huang-balanced", {"data": {"feature_probs": [0.5, 0.5, 0.5, 0.5]}}, "sum to 1"),
+    ("huang-balanced", {"data": {"p_dominant": 1.5}}, "data.p_dominant"),
+    ("huang-balanced", {"model": {"layers": 2}}, "model.layers applies to model.kind = 'linear_attention'"),
+    ("huang-balanced", {"train": {"count_samples": 10}}, "train.count_samples"),
+    ("linattn-adam-vs-sgd", {"data": {"task": "sine"}}, "data.task = 'sine' is 1-d regression"),
+    ("linattn-adam-vs-sgd", {"data": {"shape_k": 2.0}}, "data.shape_k applies to data.covariates = 'gamma'"),
+    ("linattn-adam-vs-sgd", {"model": {"forward": "moments", "activation": "relu"}}, "model.forward = 'moments'"),
 ])
-def test_bad_config_is_one_line_naming_the_field(raw, needle):
+def test_bad_config_is_one_line_naming_the_field(recipe, raw, needle):
     with pytest.raises(ConfigError) as err:
-        build(merge(BASE, raw))
+        get(recipe).config(raw, quick=True)
     msg = str(err.value)
     assert needle in msg and "\n" not in msg
+
+
+def test_a_config_without_its_recipe_is_one_line():
+    with pytest.raises(ConfigError, match="^experiment is missing"):
+        build({"data": {"kind": "prompts"}, "model": {"kind": "linear_attention"}})
 
 
 def test_every_field_is_documented_and_in_docs():

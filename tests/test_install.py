@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from icldyn import runner
-from icldyn.papers.ahn import kernel
+from icldyn.components import lsa_kernel as kernel
 from icldyn.plugins import get
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,9 +53,9 @@ def _wheel_venv(tmp_path_factory):
 def test_wheel_and_sdist_ship_the_kernel_source_and_the_wheel_runs_the_default_job(tmp_path_factory):
     tmp, venv, dist = _wheel_venv(tmp_path_factory)
     with zipfile.ZipFile(next(dist.glob("icldyn-*.whl"))) as z:
-        assert "icldyn/papers/ahn/_lsa_kernel.c" in z.namelist()
+        assert "icldyn/components/_lsa_kernel.c" in z.namelist()
     with tarfile.open(next(dist.glob("icldyn-*.tar.gz"))) as t:
-        assert any(n.endswith("src/icldyn/papers/ahn/_lsa_kernel.c") for n in t.getnames())
+        assert any(n.endswith("src/icldyn/components/_lsa_kernel.c") for n in t.getnames())
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import icldyn; print(icldyn.__file__)"],
                            check=True, capture_output=True, text=True, cwd=venv).stdout
     assert where.startswith(str(venv)), where  # the wheel's copy, not the checkout
@@ -128,7 +128,7 @@ def test_build_falls_back_to_portable_flags_and_prunes_old_libraries(tmp_path):
     stale = [cache / "lsa4_0123456789abcdef.so", cache / "lsa_0123456789abcdef.so"]
     for f in stale:
         f.write_bytes(b"old")
-    code = ("from icldyn.papers.ahn import kernel; import json; s = kernel.status(4); "
+    code = ("from icldyn.components import lsa_kernel as kernel; import json; s = kernel.status(4); "
             "print(json.dumps(s.as_dict()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=_env(CC=str(cc), ICLDYN_KERNEL_CACHE=str(cache))).stdout

@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from icldyn.components.laws import TaskLaws
 from icldyn.config import ConfigError
 from icldyn.papers.linattn import claims, data
-from icldyn.papers.linattn.config import TaskLaws
 from icldyn.plugins import get
 
 
@@ -78,7 +78,7 @@ def test_verify_runs_the_adam_recipe_and_every_claim_passes(tmp_path):
 def test_landscape_metrics_are_second_derivatives():
     from jax.flatten_util import ravel_pytree
 
-    from icldyn.papers.ahn.model import LinearTransformer
+    from icldyn.components.linear_attention import LinearTransformer
     from icldyn.papers.linattn.recipes import landscape, smoothness_along_update
 
     model = LinearTransformer(2, 1, parameterization="full", init_std=0.3, form="moments")
@@ -152,7 +152,7 @@ def test_lbfgs_takes_curvature_into_account():
 def test_held_out_loss_in_the_gdpp_form_is_the_models_loss(parameterization):
     """The landscape's d×d GD++ form of the held-out loss (one head, linear) equals the model's moment form (float64,
     L = 3, gamma covariates, random parameters of scale 0.3), so its Hessian is the model's."""
-    from icldyn.papers.ahn.model import LinearTransformer
+    from icldyn.components.linear_attention import LinearTransformer
     from icldyn.papers.linattn.recipes import held_out_loss
 
     model = LinearTransformer(5, 3, parameterization=parameterization, init_std=0.3, form="moments")

@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from icldyn.papers.ahn import kernel
-from icldyn.papers.ahn.data import GaussianTask, sample_prompts
-from icldyn.papers.ahn.model import LinearTransformer, moments
+from icldyn.components import lsa_kernel as kernel
+from icldyn.components.linear_attention import LinearTransformer, moments
+from icldyn.components.prompts import GaussianTask, sample_prompts
 
 D_, N_ = 4, 7
 
@@ -64,8 +64,7 @@ def test_effective_preconditioner_of_each_parameterisation():
 
 @pytest.mark.skipif(not kernel.available(4), reason="no C compiler: the kernel path is not built here")
 def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
-    from icldyn.papers.ahn.config import PromptsData
-    from icldyn.papers.ahn.data import make_task
+    from icldyn.components.prompts import PromptsData, make_task
 
     task = jax.tree.map(jnp.asarray, make_task(PromptsData(covariance="official", noise_std=0.5), 3))
     b, n = 40_000, 9  # neither a multiple of the kernel's block
@@ -110,8 +109,7 @@ def test_kernel_copies_of_a_seed_share_its_batch():
 def test_pure_jax_sampler_draws_the_kernels_prompts():
     """The same key gives the same prompts on every path: the jax.numpy Philox4x32-10 + Box–Muller twin against
     the C sampler, to float64 rounding, and a law check (each normal standard, ≈ 0 correlation)."""
-    from icldyn.papers.ahn.config import PromptsData
-    from icldyn.papers.ahn.data import make_task, philox_normals, prompt_matrix, sample_prompts_philox
+    from icldyn.components.prompts import PromptsData, make_task, philox_normals, prompt_matrix, sample_prompts_philox
 
     task = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), make_task(PromptsData(covariance="official",
                                                                                      noise_std=0.3), 1))
@@ -178,7 +176,7 @@ def test_activations_follow_the_official_attention(prompts, activation):
 
 
 def test_masked_softmax_leaves_the_query_out_of_the_normalisation():
-    from icldyn.papers.ahn.model import attention_weights
+    from icldyn.components.linear_attention import attention_weights
 
     s = jax.random.normal(jax.random.PRNGKey(4), (3, 6, 6), jnp.float64)
     w = attention_weights(s, "softmax_masked")

@@ -116,7 +116,7 @@ def test_concurrent_runs_never_collide(tmp_path):
 
 
 def test_one_seed_diverges_the_others_finish():
-    from icldyn.papers.goel.recipes import build
+    from icldyn.papers.goel.problem import build
     from icldyn.train.loop import train
 
     cfg = get("goel-convergence").config({"seeds": 1, "train": {"steps": 100, "log_every": 10}}, quick=True)
@@ -132,7 +132,7 @@ def test_learning_rate_job_resumes_from_its_checkpoint(tmp_path):
     """A job of several learning rates interrupted mid-training continues from the checkpoint of the whole
     program (kept with its first target) to the numbers of an uninterrupted job; a checkpoint of other rates
     is not taken for it."""
-    from icldyn.papers.goel.recipes import build
+    from icldyn.papers.goel.problem import build
     from icldyn.recipe import train_point
 
     cfg = get("goel-convergence").config({"seeds": 1, "train": {"steps": 60, "log_every": 10,

@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 
+from icldyn.components.prompts import PromptsData, make_covariance
 from icldyn.papers.ahn import theory as ahn
-from icldyn.papers.ahn.config import PromptsData
-from icldyn.papers.ahn.data import make_covariance
 
 
 def test_isotropic_optimum_closed_form():

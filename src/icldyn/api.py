@@ -3,7 +3,7 @@ claims — the CLI's behaviour (validation, one-line :class:`~icldyn.config.Conf
 contract) with pandas DataFrames instead of tables. ``docs/python.md`` walks through it.
 
 >>> import icldyn
->>> run = icldyn.run("quickstart", overrides={"train.steps": 200}, store="runs")
+>>> run = icldyn.run(icldyn.recipes().name[0], overrides={"train.steps": 200}, store="runs")
 >>> run.metrics.query("metric == 'test_loss'").tail()
 """
 
@@ -108,7 +108,7 @@ def run(recipe: str, quick: bool = False, overrides: dict[str, Any] | None = Non
     raw: dict[str, Any] = load_toml(recipe) if str(recipe).endswith(".toml") else {"experiment": recipe}
     for key, value in (overrides or {}).items():
         set_dotted(raw, key, value)
-    cfg = plugins.get(raw.get("experiment", "quickstart")).config(raw, quick=quick)
+    cfg = plugins.recipe_of(raw).config(raw, quick=quick)
     setup_jax()
     if not progress:
         return Run(execute(cfg, store)[0].path)

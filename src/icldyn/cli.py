@@ -55,8 +55,8 @@ class RichReporter:
     """One progress bar per training, showing the latest losses; when stderr is not a terminal
     (a log file, a batch job), a plain line every 10% instead."""
 
-    def __init__(self, progress: Progress):
-        self.progress = progress
+    def __init__(self, progress: Progress, metric: str = "test_loss"):
+        self.progress, self.metric = progress, metric  # metric: the recipe's main metric, shown beside train_loss
 
     def start(self, description: str, total: int) -> Callable[[int, dict], None]:
         task = self.progress.add_task(description, total=total, info="compiling…")
@@ -64,7 +64,7 @@ class RichReporter:
         shown = [-1]
 
         def tick(step: int, metrics: dict) -> None:
-            info = "  ".join(f"{k} {_finite_mean(metrics[k]):.4g}" for k in ("train_loss", "test_loss", "excess_loss")
+            info = "  ".join(f"{k} {_finite_mean(metrics[k]):.4g}" for k in ("train_loss", self.metric)
                              if k in metrics)
             self.progress.update(task, completed=step, info=info)
             if plain and (10 * step) // total > shown[0]:
@@ -75,14 +75,14 @@ class RichReporter:
 
 
 @contextmanager
-def progress_bars(enabled: bool) -> Iterator[RichReporter | None]:
+def progress_bars(enabled: bool, metric: str = "test_loss") -> Iterator[RichReporter | None]:
     if not enabled:
         yield None
         return
     cols = [TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[info]}")]
     with Progress(*cols, console=err_console, transient=False, disable=not err_console.is_terminal) as progress:
-        yield RichReporter(progress)
+        yield RichReporter(progress, metric)
 
 
 def _setup() -> None:
@@ -93,7 +93,8 @@ def _setup() -> None:
 
 @app.command()
 def run(
-    target: str = typer.Argument("quickstart", help="experiment name (see `icldyn list`) or a CONFIG.toml"),
+    target: Optional[str] = typer.Argument(None, help="experiment name (see `icldyn list`) or a CONFIG.toml "
+                                           "(default: the installed papers' default recipe)"),
     set_: list[str] = typer.Option([], "--set", "-s", help="override, e.g. --set data.n=10 (repeatable)"),
     quick: bool = typer.Option(False, "--quick", help="the recipe's small size (under a minute on CPU)"),
     out: Path = typer.Option(Path(DEFAULT_STORE), "--out", help="run store directory"),
@@ -109,7 +110,7 @@ def run(
 
     with bad_input():
         if resume is not None:
-            if set_ or quick or target != "quickstart":
+            if set_ or quick or target is not None:
                 fail("--resume continues a run with its own config.toml: --set, --quick and a recipe would be "
                      "ignored, so they are refused; to change the run, start a new one")
             rd_resume = RunDir.open(resume)
@@ -117,12 +118,11 @@ def run(
             plugins.get(cfg.experiment)
         else:
             rd_resume = None
-            raw = load_toml(target) if target.endswith(".toml") else {"experiment": target}
+            raw = load_toml(target) if target and target.endswith(".toml") else {"experiment": target} if target else {}
             raw = apply_sets(raw, set_)
-            exp = plugins.get(raw.get("experiment", "quickstart"))
-            cfg = exp.config(raw, quick=quick)
+            cfg = plugins.recipe_of(raw).config(raw, quick=quick)
     _setup()
-    with bad_input(), stopped_runs(), progress_bars(not as_json) as reporter:
+    with bad_input(), stopped_runs(), progress_bars(not as_json, plugins.get(cfg.experiment).metric) as reporter:
         rd, summary = execute(cfg, out, reporter, resume=rd_resume)
     if as_json:
         sys.stdout.write((rd.path / "summary.json").read_text())
@@ -182,7 +182,8 @@ def _print_points(summary: dict) -> None:
 
 @app.command("sweep")
 def sweep_(
-    target: str = typer.Argument("quickstart", help="experiment name or a CONFIG.toml"),
+    target: Optional[str] = typer.Argument(None, help="experiment name or a CONFIG.toml (default: the installed "
+                                           "papers' default recipe)"),
     grid: list[str] = typer.Option([], "--grid", "-g", help="axis, e.g. --grid train.lr=0.01,0.02 (repeatable)"),
     set_: list[str] = typer.Option([], "--set", "-s", help="override every point, e.g. --set train.steps=500"),
     quick: bool = typer.Option(False, "--quick", help="the recipe's small size"),
@@ -196,6 +197,7 @@ def sweep_(
 ) -> None:
     """Run every point of a grid as its own run directory, with a sweep record in <out>/sweeps/. Without
     --grid, the recipe's own grid (its paper figure) is swept, and its combined report written beside the record."""
+    from icldyn import plugins
     from icldyn.sweep import parse_axes, point_configs, recipe_axes, sweep
 
     if backend not in ("local", "ray"):
@@ -203,8 +205,9 @@ def sweep_(
     with bad_input():
         raw, axes = None, None
         if resume is None:
-            raw = load_toml(target) if target.endswith(".toml") else {"experiment": target}
+            raw = load_toml(target) if target and target.endswith(".toml") else {"experiment": target} if target else {}
             raw = apply_sets(raw, set_)
+            plugins.recipe_of(raw)
             axes = parse_axes(grid)  # none: the recipe's own grid, and its combined report at the end
             point_raw, point_axes = (raw, axes) if axes else recipe_axes(raw, quick)
             point_configs(point_raw, quick, point_axes)  # every point validated before anything trains
@@ -224,7 +227,7 @@ def _print_sweep(out: Path, record: dict) -> None:
     from icldyn.sweep import final_losses
 
     finals = final_losses(out, record)
-    table = Table(title=f"sweep {record['sweep_id']} ({record['target'].get('experiment', 'quickstart')})")
+    table = Table(title=f"sweep {record['sweep_id']} ({record['target'].get('experiment')})")
     for col in ("point", "run_id", "status", "final loss (mean ± sd over seeds)"):
         table.add_column(col)
     for p in record["points"]:

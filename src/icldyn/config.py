@@ -18,9 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-
-class ConfigError(ValueError):
-    """Bad configuration input; ``str(err)`` is a single line fit for the terminal."""
+from icldyn.errors import ConfigError
 
 
 def _positive(v: list[float] | None) -> list[float] | None:
@@ -102,7 +100,7 @@ class RunConfig(Section):
     """A whole run: a recipe plus its data, model and training settings (the installed plug-ins' kinds:
     :func:`run_config_class`)."""
 
-    experiment: str = Field("quickstart", description="experiment recipe (see `icldyn list`)")
+    experiment: str = Field(description="experiment recipe (see `icldyn list`)")
     seeds: int = Field(1, ge=1, le=1024, description="independent seeds, trained in one compiled program")
     seed: int = Field(0, ge=0, description="first seed; seeds are seed, seed+1, …")
     grid: dict[str, list[int | float | str]] = Field(
@@ -243,6 +241,8 @@ def _one_line(err: ValidationError) -> str:
                 cls.model_fields)
         return f"unknown key {name!r}; allowed keys here: {', '.join(cls.model_fields)}"
     got = e.get("input")
+    if e["type"] == "missing":
+        return f"{name} is missing" + (f": must be {_describe(cls, field)}" if field in cls.model_fields else "")
     if field in cls.model_fields and e["type"] not in ("value_error",):
         return f"{name} = {got!r} is not allowed: must be {_describe(cls, field)} ({e['msg']})"
     msg = e["msg"].removeprefix("Value error, ")

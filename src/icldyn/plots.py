@@ -28,6 +28,20 @@ def series(rows: dict[str, list], point: str, metric: str) -> tuple[np.ndarray, 
     return xs, np.array([v.mean() for v in by]), np.array([v.min() for v in by]), np.array([v.max() for v in by])
 
 
+def loss_curves(points, rows: dict[str, list], rd, title: str, ylabel: str = "held-out loss E[(TF − y)²]",
+                metric: str = "test_loss"):
+    """A metric over training per grid point (``points``: anything with a ``point`` label): the mean over seeds with
+    its min–max band, log scale."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for p in points:
+        x, m, lo, hi = series(rows, p.point, metric)
+        (line,) = ax.plot(x, m, label=p.point or "test loss")
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+    ax.set(yscale="log", xlabel="step", ylabel=ylabel, title=title)
+    ax.legend(fontsize=8)
+    return save(fig, rd, "loss_curves")
+
+
 def draw_many(draw: Callable[..., list[str]], calls: list[tuple]) -> list[list[str]]:
     """``[draw(*args) for args in calls]`` — the figures of several runs (a sweep job's), drawn by a pool of
     fresh processes (one per core, at most 4) when there are enough of them to repay its start-up (~1 s)."""

@@ -5,40 +5,55 @@ The built-in papers register in icldyn's own ``pyproject.toml``, exactly as an o
     [project.entry-points."icldyn.papers"]
     mypaper = "mypackage.paper:PAPER"
 
-A Paper declares its config kinds (data laws and models, :mod:`icldyn.config`), its recipes
-(:class:`~icldyn.recipe.Experiment`), and its claims (a function returning :class:`~icldyn.claims.Claim` rows for
-``icldyn verify --paper NAME``). Figures, theory and models stay inside the plug-in's own folder.
-``docs/plugins.md`` walks through writing one.
+A Paper declares its config kinds (data laws and models, :mod:`icldyn.config`; its own or the core components'),
+its recipes (:class:`~icldyn.recipe.Recipe`), its default recipe (what ``icldyn run`` runs without one), and its
+claims (a function returning :class:`~icldyn.claims.Claim` rows for ``icldyn verify --paper NAME``). Figures, theory
+and its own models stay inside the plug-in's folder; ``docs/plugins.md`` walks through writing one.
+
+This module sits at the bottom of the core's import graph (it imports only :mod:`icldyn.errors` at run time): the
+config layer asks it for the installed kinds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.metadata
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
-from icldyn.config import ConfigError, DataSection, ModelSection
+from icldyn.errors import ConfigError
 
 if TYPE_CHECKING:
     from icldyn.claims import Claim
-    from icldyn.recipe import Experiment, Reporter
+    from icldyn.config import DataSection, ModelSection
+    from icldyn.recipe import Recipe, Reporter
+
+
+class Claims(Protocol):
+    """``claims(quick, store, reporter)``: run what the claims need into the store, return one row per claim."""
+
+    def __call__(self, quick: bool, store: str | Path, reporter: Reporter | None, /) -> list[Claim]: ...
 
 GROUP = "icldyn.papers"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Paper:
+    """One installed paper. ``data`` / ``models``: the config kinds its recipes use (its own, or the core
+    components'; a kind two papers declare must be the same class). ``default``: the recipe ``icldyn run`` runs
+    when given none (the first installed paper, by name, that declares one). ``doctor``: what ``icldyn doctor``
+    shows of this plug-in (``{section: {key: value}}``, e.g. a C kernel's status)."""
+
     name: str  # `icldyn verify --paper NAME`, and every recipe's `paper`
     title: str  # authors, year, title and arXiv id: the line `icldyn list` prints
-    recipes: tuple[Experiment, ...] = ()
-    data: tuple[type[DataSection], ...] = ()  # data laws this paper adds (config `data.kind`)
-    models: tuple[type[ModelSection], ...] = ()  # models this paper adds (config `model.kind`)
-    # (quick, store, reporter) -> claims: runs what it needs into the store, returns one row per claim
-    claims: Callable[[bool, str | Path, Reporter | None], list[Claim]] | None = None
-    # () -> {section: {key: value}}: what `icldyn doctor` should show of this plug-in (e.g. a C kernel's status)
+    recipes: tuple[Recipe, ...] = ()
+    data: tuple[type[DataSection], ...] = ()
+    models: tuple[type[ModelSection], ...] = ()
+    claims: Claims | None = None
+    default: str | None = None
     doctor: Callable[[], dict[str, dict]] | None = None
 
 
@@ -60,23 +75,56 @@ def papers() -> dict[str, Paper]:
     return out
 
 
+_INHERITED = ("runner", "result", "combine", "group_runner", "group_fields", "derive", "assumptions", "losses",
+              "metric")
+
+
 @functools.cache
-def recipes() -> dict[str, Experiment]:
-    """name → recipe over every installed paper (the first paper to name a recipe keeps it)."""
-    out: dict[str, Experiment] = {}
+def recipes() -> dict[str, Recipe]:
+    """name → recipe over every installed paper (the first paper to name a recipe keeps it); a recipe with a
+    ``base`` takes the base recipe's runner, result, combine, … (one whose base is not installed is skipped with
+    one line on stderr)."""
+    out: dict[str, Recipe] = {}
     for paper in papers().values():
         for exp in paper.recipes:
             out.setdefault(exp.name, exp)
+    for name, exp in list(out.items()):
+        if exp.base is None:
+            continue
+        base = out.get(exp.base)
+        if base is None or base.base is not None:
+            print(f"icldyn: recipe {name!r} builds on {exp.base!r}, which is not installed (or builds on another); "
+                  "skipped", file=sys.stderr)
+            del out[name]
+            continue
+        out[name] = dataclasses.replace(exp, **{k: getattr(base, k) for k in _INHERITED})
     return out
 
 
-def get(name: str) -> Experiment:
+def get(name: str) -> Recipe:
     if name not in recipes():
         raise ConfigError(f"unknown experiment {name!r}; allowed: {', '.join(recipes())}")
     return recipes()[name]
+
+
+def default_recipe() -> str:
+    """The recipe ``icldyn run`` runs when given none: the default of the first installed paper that declares one."""
+    for paper in papers().values():
+        if paper.default is not None:
+            return paper.default
+    if recipes():
+        return next(iter(recipes()))
+    raise ConfigError("no recipes are installed: no icldyn.papers plug-in loaded")
 
 
 def paper(name: str) -> Paper:
     if name not in papers():
         raise ConfigError(f"unknown paper {name!r}; allowed: {', '.join(papers())}")
     return papers()[name]
+
+
+def recipe_of(raw: dict) -> Recipe:
+    """The recipe a raw config (a TOML file's overrides) names, the default recipe where it names none; sets
+    ``raw["experiment"]``."""
+    raw.setdefault("experiment", default_recipe())
+    return get(raw["experiment"])

@@ -1,9 +1,12 @@
-"""Recipes: what a paper plug-in declares for each named job, and the pieces every runner shares.
+"""Recipes: what a paper plug-in declares for each named job, and the runner skeleton every recipe shares.
 
-A recipe (:class:`Experiment`) is a set of overrides of the config defaults (the paper size; they name the data and
-model kinds), further overrides for ``--quick`` (under a minute on a laptop CPU), and a runner that trains, compares
-with theory and draws figures into a run directory. Plug-ins list their recipes in their
-:class:`~icldyn.plugins.Paper`; ``icldyn list`` shows every installed one.
+A :class:`Recipe` is a set of overrides of the config defaults (the paper size; they name the data and model kinds),
+further overrides for ``--quick`` (under a minute on a laptop CPU), and a runner that trains into a run directory:
+it yields :class:`Job` s to :func:`run_jobs` and returns the :class:`Trained` points and rows, from which the
+recipe's ``combine`` draws its figures, table and notes. The callbacks' signatures are :class:`typing.Protocol` s
+(:class:`Runner`, :class:`GroupRunner`, :class:`Combine`, :class:`Derive`, :class:`Assumptions`, :class:`Summarise`)
+that a type checker holds a plug-in to. Plug-ins list their recipes in their :class:`~icldyn.plugins.Paper`;
+``icldyn list`` shows every installed one. ``docs/plugins.md`` walks through one.
 """
 
 from __future__ import annotations
@@ -13,14 +16,14 @@ import time
 import typing
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Protocol
+from typing import Any, Callable, Iterable, Literal, NamedTuple, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from icldyn.config import ConfigError, RunConfig, build, merge
 from icldyn.store import RunDir
-from icldyn.train.loop import History, history_slots, take_slots, train
+from icldyn.train.loop import History, Optimizer, Problem, history_slots, take_slots, train
 
 
 class Typed(BaseModel):
@@ -30,10 +33,11 @@ class Typed(BaseModel):
 
 
 class Seed(Typed):
-    """One seed of a point: a paper subclasses it with what it measured per seed."""
+    """One seed of a point: a paper subclasses it with what it measured per seed. ``status`` and ``diverged_at``
+    come from the training history (:func:`run_jobs` sets them); a seed without a status is an error."""
 
     seed: int
-    status: Literal["finished", "diverged"] = "finished"
+    status: Literal["finished", "diverged"]
     diverged_at: int | None = None
 
 
@@ -45,6 +49,7 @@ class Point(Typed):
     grid: dict[str, Any] = {}
     overrides: dict[str, Any] = {}
     seeds: list[Seed] = []
+    tuning: bool = False  # a setting tried while tuning (a learning rate not the best): its divergence is a result
     run_id: str | None = None
     run_point: str | None = None
 
@@ -55,12 +60,14 @@ class Table(Typed):
 
 
 class Result(Typed):
-    """What a recipe's runner returns — and, with the run's metadata, its summary.json — read by attribute by the
+    """What a recipe's run comes to — and, with the run's metadata, its summary.json — read by attribute by the
     paper's claims and figures, the sweeps and the CLI. A paper subclasses it with its point type (``points``) and
-    its recipe-level findings (fitted slopes, tracking, …); unset fields are None."""
+    its recipe-level findings (fitted slopes, tracking, …); unset fields are None. ``status`` (diverged when a seed
+    of a point that is not ``tuning`` diverged) and ``wall_s`` are set by the core (:func:`icldyn.runner.execute`),
+    not by the recipe."""
 
-    status: Literal["finished", "diverged"]
-    wall_s: float
+    status: Literal["finished", "diverged"] | None = None
+    wall_s: float | None = None
     points: list[Point] = []
     table: Table | None = None
     figures: list[str] = []
@@ -70,6 +77,11 @@ class Result(Typed):
     @classmethod
     def point_type(cls) -> type[Point]:
         return typing.get_args(cls.model_fields["points"].annotation)[0]
+
+    def seeds_status(self) -> Literal["finished", "diverged"]:
+        """Diverged when a seed of a point that is not ``tuning`` diverged."""
+        bad = any(s.status == "diverged" for p in self.points if not p.tuning for s in p.seeds)
+        return "diverged" if bad else "finished"
 
 
 class Reporter(Protocol):
@@ -83,38 +95,97 @@ class SilentReporter:
         return lambda step, metrics: None
 
 
-@dataclass(frozen=True)
-class Experiment:
+Rows = dict[str, list]  # long-format metric rows: run_id, point, seed, step, metric, value (one list each)
+
+
+class Trained(NamedTuple):
+    """What :func:`run_jobs` returns for each run: its point summaries (seeds' status set from the training
+    history) and its metric rows. A runner that returns it has the core call the recipe's ``combine``."""
+
+    points: list[dict[str, Any]]
+    rows: Rows
+
+
+class Runner(Protocol):
+    """``runner(cfg, rd, reporter)``: train one run into its directory; a :class:`Trained` (the core then calls the
+    recipe's ``combine``) or a finished :class:`Result`."""
+
+    def __call__(self, cfg: RunConfig, rd: RunDir, reporter: Reporter, /) -> Trained | Result: ...
+
+
+class GroupRunner(Protocol):
+    """``group_runner(cfgs, rds, reporter)``: several runs that differ only in ``group_fields`` as one program."""
+
+    def __call__(self, cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter, /) -> list[Trained | Result]:
+        ...
+
+
+class Combine(Protocol):
+    """``combine(cfg, points, rows, out)``: the recipe's figures (saved under ``out``, a run directory or a sweep's
+    stand-in with the same ``figure()`` method; None: a notebook), table and notes from its typed points. The core
+    calls it after a run's training, and a sweep over the recipe's own grid calls it with every run's points."""
+
+    def __call__(self, cfg: RunConfig, points: list[Point], rows: Rows, out: RunDir | None, /) -> Result: ...
+
+
+class Derive(Protocol):
+    """``derive(overrides, cfg)``: the further overrides a grid point implies (N = K³ per K)."""
+
+    def __call__(self, overrides: dict[str, Any], cfg: RunConfig, /) -> dict[str, Any]: ...
+
+
+class Assumptions(Protocol):
+    """``assumptions(cfg)``: the paper's assumptions this valid config does not meet, one line each."""
+
+    def __call__(self, cfg: RunConfig, /) -> list[str]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """A named job of a paper plug-in (``icldyn list``): config overrides of the defaults (the paper size; they name
+    the data and model kinds), further overrides for ``--quick`` (under a minute on a laptop CPU), and how it runs.
+
+    ``base``: the name of another installed recipe whose ``runner``, ``result``, ``combine``, ``group_runner``,
+    ``group_fields``, ``derive``, ``assumptions``, ``losses`` and ``metric`` this one uses (its own defaults
+    replace the base's): a recipe on another plug-in's runner, resolved through the registry, no import.
+    ``losses``: the logged metrics whose non-finite or too large value (``train.max_loss``) marks a seed diverged
+    (the training loss always counts). ``metric``: the main metric, drawn against a sweep's axes.
+    ``ignores``: dotted config keys the recipe does not use (a recipe that trains nothing: the optimiser's
+    fields); an override or grid axis of one is refused with one line rather than silently ignored."""
+
     name: str
     paper: str
     description: str
-    runner: Callable[..., Result]  # (cfg, run_dir, reporter) -> result
+    runner: Runner | None = None
     defaults: dict[str, Any] = field(default_factory=dict)
     quick: dict[str, Any] = field(default_factory=dict)
-    result: type[Result] = Result  # the typed result its runner returns (summary.json: this and the run's metadata)
-    # (cfgs, run_dirs, reporter) -> results: runs that differ only in ``group_fields`` as one program (sweeps)
-    group_runner: Callable[..., list[Result]] | None = None
+    result: type[Result] = Result
+    combine: Combine | None = None
+    group_runner: GroupRunner | None = None
     group_fields: tuple[str, ...] = ()  # config keys that change values only, never a program's shapes
-    # (cfg, {"points": typed points, ...}, metric rows, figure dir) -> result: the recipe's figures, table and notes
-    # from its points, used by its runner and by a sweep over its grid (icldyn.sweep.report)
-    combine: Callable[..., Result] | None = None
-    # (grid point's overrides, recipe config) -> the further overrides that point implies (a sweep's points)
-    derive: Callable[[dict[str, Any], RunConfig], dict[str, Any]] | None = None
-    # cfg -> the paper's assumptions that this (valid) config does not meet, one line each (summary, report)
-    assumptions: Callable[[RunConfig], list[str]] | None = None
+    derive: Derive | None = None
+    assumptions: Assumptions | None = None
+    losses: tuple[str, ...] = ("test_loss",)
+    metric: str = "test_loss"
+    ignores: tuple[str, ...] = ()
+    base: str | None = None
 
     def config(self, overrides: dict[str, Any] | None = None, *, quick: bool = False) -> RunConfig:
         raw = merge(self.defaults, self.quick) if quick else dict(self.defaults)
         overrides = overrides or {}
+        for key in self.ignores:
+            section, _, name = key.partition(".")
+            if name in (overrides.get(section) or {}) or key in (overrides.get("grid") or {}):
+                raise ConfigError(f"{key} is not used by {self.name} (it trains nothing that reads it); remove it")
         # the overrides' grid axes replace the recipe's axes of the same name and keep the others; an empty list
         # drops an axis, an empty grid ({}: a sweep's target) all of them
         over_grid = overrides.get("grid")
         grid = {} if over_grid == {} else {k: v for k, v in {**raw.get("grid", {}), **(over_grid or {})}.items()
                                           if v != []}
         for key in grid:  # a field fixed in its section while it is an axis would be ignored: say so
-            section, _, field = key.partition(".")
-            if field in overrides.get(section, {}):
-                values = overrides[section][field]
+            section, _, name = key.partition(".")
+            if name in overrides.get(section, {}):
+                values = overrides[section][name]
                 raise ConfigError(f"{key} is an axis of {self.name}'s grid {grid[key]}, so {key} = {values!r} "
                                   f"would be ignored; write --set 'grid.{key}=[{values!r}]' (or a list of values), "
                                   f"or drop the axis with --set 'grid.{key}=[]'")
@@ -176,18 +247,18 @@ def _unpack(z: dict[str, np.ndarray]) -> dict[str, Any]:
             "good": [z[f"good_{i}"] for i in range(count("good_"))], "history": hist, "done": int(z["done"])}
 
 
-def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, problem, opt, tasks, tests, keys,
-                tick: Callable[[int, dict], None], lrs: list[float] | None = None,
-                slot_lrs: list[float] | None = None) -> list[tuple[Any, History]]:
+def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, problem: Problem, opt: Optimizer,
+                tasks, tests, keys, tick: Callable[[int, dict], None], lrs: list[float] | None = None,
+                slot_lrs: list[float] | None = None, losses: tuple[str, ...] = ()) -> list[tuple[Any, History]]:
     """:func:`~icldyn.train.loop.train` one grid point with the run directories' guarantees. ``targets``:
     ``(run dir, label, seeds)`` of each run the program trains, owning consecutive slots — one target at
     ``cfg.train.lr``; or one per learning rate of ``lrs`` (the same seeds, sharing their batches); or, with
     ``slot_lrs``, runs whose seeds are stacked on the seed axis, each slot at its own rate.
     Logged rows are flushed to each target's ``metrics.parts/`` after every chunk that ends ``train.flush_every``
-    seconds or more after the last flush (each part is an fsynced Parquet file, ≈ 3 ms here: flushing every chunk
-    took 18% of a run of small programs logging every 5 steps), and at the end; a checkpoint of the whole
+    seconds or more after the last flush (each part is an fsynced Parquet file), and at the end; a checkpoint of the whole
     program is written to the first target every ``train.checkpoint_every`` seconds (and at the end), and
-    resumed from when it is of the same slots (seeds and rates). Returns (params, history) per target."""
+    resumed from when it is of the same slots (seeds and rates). ``losses``: the metrics that mark divergence
+    besides the training loss. Returns (params, history) per target."""
     rd0, label0, _ = targets[0]
     ends = np.cumsum([len(seeds) for _, _, seeds in targets])
     rows = [slice(int(e) - len(t[2]), int(e)) for e, t in zip(ends, targets)]
@@ -234,41 +305,73 @@ def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, pr
         params, hist = train(problem, opt, tasks, tests, keys, steps=cfg.train.steps,
                              log_every=cfg.train.log_every, resample_every=cfg.data.resample_every,
                              max_loss=cfg.train.max_loss, on_chunk=on_chunk, snapshot=snapshot, restore=restored,
-                             lrs=lrs, slot_lrs=slot_lrs)
+                             lrs=lrs, slot_lrs=slot_lrs, losses=losses,
+                             dtype=cfg.train.dtype)
     finally:  # Ctrl-C or an error keeps every logged row
         flush()
     return [take_slots(params, hist, r) for r in rows]
 
 
-@dataclass
+class Target(NamedTuple):
+    """One training target of a :class:`Job`: the run (its index in ``run_jobs``' run directories), the point's
+    label in that run, and its seeds — owning consecutive slots of the program's seed axis."""
+
+    run: int
+    label: str
+    seeds: list[int]
+
+
+class Summarise(Protocol):
+    """``summarise(trained, wall_s)``: each target's ``(params, History)`` → each target's point summary (a dict
+    of the recipe's point type; ``seeds``: per-seed measured values in the target's seed order — their ``seed``,
+    ``status`` and ``diverged_at`` are set from the history)."""
+
+    def __call__(self, trained: list[tuple[Any, History]], wall_s: float, /) -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
 class Job:
     """One compiled training at a recipe's grid point, for every run of the program (:func:`run_jobs`).
 
-    ``targets``: (run index, label, seeds) of each training target, owning consecutive slots of the seed axis (one
-    target, several runs stacked on the seed axis, or one per learning rate of ``lrs`` — see :func:`train_point`).
-    ``summarise(trained, wall_s)`` gets each target's (params, history) and returns each target's point summary;
-    ``arrays(t)`` (optional) gives more arrays of target ``t`` to save beside its parameters, keyed
-    ``seed<seed>/<name>``."""
+    ``targets``: each run's share of the seed axis — one target; several runs stacked on the seed axis (each
+    slot at its rate of ``slot_lrs``); or one per learning rate of ``lrs``, the same seeds sharing their batches
+    (:func:`train_point`). ``problem``: the trainer's pure per-seed functions; ``opt``: an optax transformation,
+    or task → transformation; ``tasks`` / ``tests``: per-seed task and held-out pytrees stacked on the seed axis
+    (None: the problem needs none); ``keys``: (seeds, 2) training keys. ``arrays(t)`` (optional) gives more
+    arrays of target ``t`` to save beside its parameters, keyed ``seed<seed>/<name>``."""
 
     cfg: RunConfig
-    targets: list[tuple[int, str, list[int]]]
-    problem: Any
-    opt: Any  # an optax transformation, or task -> transformation
-    tasks: Any
-    tests: Any
+    targets: list[Target]
+    problem: Problem
+    opt: Optimizer
     keys: Any
-    summarise: Callable[[list[tuple[Any, History]], float], list[dict[str, Any]]]
+    summarise: Summarise
+    tasks: Any = None
+    tests: Any = None
     lrs: list[float] | None = None
     slot_lrs: list[float] | None = None
     arrays: Callable[[int], dict[str, np.ndarray]] | None = None
     description: str = ""
 
 
-def run_jobs(rds: list[RunDir], reporter: Reporter, jobs: Iterable[Job]) -> list[tuple[list[dict], dict[str, list]]]:
+def seed_status(summary: dict[str, Any], seeds: list[int], hist: History) -> dict[str, Any]:
+    """``summary`` with each seed's ``seed``, ``status`` and ``diverged_at`` set from the training history."""
+    given = summary.get("seeds") or [{} for _ in seeds]
+    if len(given) != len(seeds):
+        raise ValueError(f"a point summary lists {len(given)} seeds for a target of {len(seeds)}")
+    out = [{**s, "seed": seed, "status": "diverged" if i in hist.diverged_at else "finished",
+            "diverged_at": hist.diverged_at.get(i)} for i, (seed, s) in enumerate(zip(seeds, given))]
+    return {**summary, "seeds": out}
+
+
+def run_jobs(rds: list[RunDir], reporter: Reporter, jobs: Iterable[Job]) -> list[Trained]:
     """The runner skeleton every recipe uses: train each job (:func:`train_point`: metrics flushed per chunk,
-    checkpoints, resume), append each target's metric rows and point summary to its run, and after every job write
+    checkpoints, resume; divergence on the training loss and on the recipe's declared ``losses``), append each
+    target's metric rows and point summary (seeds' status from the history) to its run, and after every job write
     each run's metrics and parameters (``<label>/seed<seed>/<name>`` in params.npz), so an interrupted run keeps
-    what it finished. Returns (points, metric rows) per run."""
+    what it finished. Returns each run's :class:`Trained` points and rows."""
+    from icldyn.plugins import get
+
     rows: list[dict[str, list]] = [defaultdict(list) for _ in rds]
     arrays: list[dict[str, np.ndarray]] = [{} for _ in rds]
     points: list[list[dict]] = [[] for _ in rds]
@@ -276,7 +379,8 @@ def run_jobs(rds: list[RunDir], reporter: Reporter, jobs: Iterable[Job]) -> list
         tick = reporter.start(job.description or job.targets[0][1] or job.cfg.experiment, job.cfg.train.steps)
         start = time.time()
         trained = train_point([(rds[m], label, seeds) for m, label, seeds in job.targets], job.cfg, job.problem,
-                              job.opt, job.tasks, job.tests, job.keys, tick, job.lrs, job.slot_lrs)
+                              job.opt, job.tasks, job.tests, job.keys, tick, job.lrs, job.slot_lrs,
+                              losses=get(job.cfg.experiment).losses)
         summaries = job.summarise(trained, time.time() - start)
         for t, ((m, label, seeds), (params, hist), point) in enumerate(zip(job.targets, trained, summaries)):
             history_rows(rds[m].run_id, label, seeds, hist, rows[m])
@@ -286,13 +390,13 @@ def run_jobs(rds: list[RunDir], reporter: Reporter, jobs: Iterable[Job]) -> list
                     arrays[m][f"{prefix}seed{seed}/{key}"] = np.asarray(leaf[i])
             for key, value in (job.arrays(t) if job.arrays else {}).items():
                 arrays[m][prefix + key] = value
-            points[m].append(point)
+            points[m].append(seed_status(point, seeds, hist))
         for m in dict.fromkeys(m for m, _, _ in job.targets):
             rds[m].write_metrics(rows[m])
             for label in dict.fromkeys(label for mm, label, _ in job.targets if mm == m):
                 rds[m].clear_parts(label)
             rds[m].write_params(arrays[m])
-    return [(points[m], rows[m]) for m in range(len(rds))]
+    return [Trained(points[m], rows[m]) for m in range(len(rds))]
 
 
 def grid_points(cfg: RunConfig) -> list[tuple[str, dict[str, Any]]]:

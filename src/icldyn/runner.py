@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import jax
 from icldyn import __version__
 from icldyn.config import RunConfig, with_overrides
 from icldyn.plugins import get
-from icldyn.recipe import Experiment, Reporter, Result, SilentReporter, Table
+from icldyn.recipe import Recipe, Reporter, Result, SilentReporter, Table, Trained
 from icldyn.store import RunDir
 
 
@@ -25,7 +26,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def points(exp: Experiment, cfg: RunConfig) -> list[tuple[str, RunConfig]]:
+def points(exp: Recipe, cfg: RunConfig) -> list[tuple[str, RunConfig]]:
     """(label, config) of every grid point, as the recipe derives it (e.g. N = K³ per K)."""
     from icldyn.recipe import grid_points
 
@@ -33,12 +34,12 @@ def points(exp: Experiment, cfg: RunConfig) -> list[tuple[str, RunConfig]]:
             for label, over in grid_points(cfg)]
 
 
-def execution(exp: Experiment, cfg: RunConfig) -> dict[str, Any]:
+def execution(exp: Recipe, cfg: RunConfig) -> dict[str, Any]:
     """What runs ``cfg`` on this machine — backend, devices, threads and what the model reports
-    (:meth:`~icldyn.config.ModelSection.execution`: e.g. a C kernel's status) — for summary.json. Every grid point
-    is checked: a setting this machine cannot honour raises ConfigError before any work."""
-    out: dict[str, Any] = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
-                           "threads": getattr(cfg.train, "threads", 1)}
+    (:meth:`~icldyn.config.ModelSection.execution`: e.g. a C kernel's status and its ``threads``) — for
+    summary.json. Every grid point is checked: a setting this machine cannot honour raises ConfigError before any
+    work."""
+    out: dict[str, Any] = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()], "threads": 1}
     per = [p.model.execution(p) for _, p in points(exp, cfg)]
     per = [e for e in per if e]
     if per:
@@ -48,7 +49,7 @@ def execution(exp: Experiment, cfg: RunConfig) -> dict[str, Any]:
     return out
 
 
-def assumptions_not_met(exp: Experiment, cfg: RunConfig) -> list[str]:
+def assumptions_not_met(exp: Recipe, cfg: RunConfig) -> list[str]:
     """The recipe's assumption check at every grid point (as the point is derived), one line each."""
     if exp.assumptions is None:
         return []
@@ -82,9 +83,10 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
             rd.write_config(cfg)
         rds.append(rd)
     reporter = reporter or SilentReporter()
+    start = time.time()
     try:
-        results = exp.group_runner(cfgs, rds, reporter) if len(cfgs) > 1 else [exp.runner(cfgs[0], rds[0],
-                                                                                           reporter)]
+        trained = exp.group_runner(cfgs, rds, reporter) if len(cfgs) > 1 else [exp.runner(cfgs[0], rds[0], reporter)]
+        results = [finish(exp, cfg, rd, t) for cfg, rd, t in zip(cfgs, rds, trained)]
     except KeyboardInterrupt:
         _release(rds)
         raise RunInterrupted(rds) from None
@@ -93,19 +95,31 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
             rd.mark_crashed(err)
         _release(rds)
         raise RunCrashed(rds, err) from err
+    wall = time.time() - start
     out = []
     for cfg, rd, result, info, outside in zip(cfgs, rds, results, ran, unmet):
-        result = exp.result.model_validate(result)
+        result = result.model_copy(update={"status": result.seeds_status(), "wall_s": wall})
         meta = {"run_id": rd.run_id, "experiment": cfg.experiment, "paper": exp.paper,
                 "description": exp.description, "versions": versions(), "execution": info,
                 "assumptions_not_met": outside}
-        summary = {**meta, **result.model_dump(exclude_unset=True)}
+        summary = {**meta, **result.model_dump(exclude_unset=True), "status": result.status, "wall_s": wall}
         rd.write_report(report(cfg, meta, result))
         rd.write_summary(summary)  # last: a run directory with summary.json is finished
         rd.finish()
         rd.release()
         out.append((rd, summary))
     return out
+
+
+def finish(exp: Recipe, cfg: RunConfig, rd: RunDir, trained: Trained | Result) -> Result:
+    """A runner's output as the recipe's typed result: a :class:`Trained` run's points (validated as the recipe's
+    point type) through the recipe's ``combine``; a Result as it is."""
+    if isinstance(trained, Result):
+        return exp.result.model_validate(trained)
+    if exp.combine is None:
+        raise TypeError(f"{exp.name}'s runner returned trained points but the recipe has no combine()")
+    points = [exp.result.point_type().model_validate(p) for p in trained.points]
+    return exp.result.model_validate(exp.combine(cfg, points, trained.rows, rd))
 
 
 def _release(rds: list[RunDir]) -> None:

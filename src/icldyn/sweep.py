@@ -32,7 +32,6 @@ import os
 import secrets
 import tempfile
 import time
-import typing
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -42,9 +41,9 @@ import pyarrow.parquet as pq
 
 from icldyn import plots
 from icldyn.config import ConfigError, RunConfig, build, known_field, parse_value, set_dotted
-from icldyn.plugins import get
+from icldyn.plugins import get, recipe_of
 from icldyn.recipe import Point, Reporter, Result, SilentReporter
-from icldyn.runner import execute_group, versions
+from icldyn.runner import execute_group, execution, versions
 from icldyn.runner import report as report_md
 from icldyn.store import RunDir, StoreError, write_json, write_text
 
@@ -71,14 +70,14 @@ def parse_axes(items: list[str]) -> dict[str, list]:
 def recipe_axes(raw: dict[str, Any], quick: bool) -> tuple[dict[str, Any], dict[str, list]]:
     """A sweep given no axes runs the recipe's own grid (its paper figure's points) as its points: the
     target without its grid, and that grid as the axes."""
-    cfg = get(raw.get("experiment", "quickstart")).config(raw, quick=quick)
+    cfg = recipe_of(raw).config(raw, quick=quick)
     return {**raw, "grid": {}}, {key: list(values) for key, values in cfg.grid.items()}
 
 
 def point_configs(raw: dict[str, Any], quick: bool, axes: dict[str, list]) -> list[tuple[dict, RunConfig]]:
     """Every point's overrides and validated config (all checked before anything trains); a recipe may
-    derive further overrides from a point's (``Experiment.derive``: N = K³ of the phase-scaling figure)."""
-    exp = get(raw.get("experiment", "quickstart"))
+    derive further overrides from a point's (``Recipe.derive``: N = K³ of the phase-scaling figure)."""
+    exp = recipe_of(raw)
     base = exp.config(raw, quick=quick) if exp.derive else None
     out = []
     for values in itertools.product(*axes.values()):
@@ -128,7 +127,7 @@ def list_sweeps(store: str | Path) -> list[dict[str, Any]]:
     out = []
     for f in sorted(Path(store).glob("sweeps/*.json")):
         r = json.loads(f.read_text())
-        out.append({"sweep_id": r["sweep_id"], "experiment": r["target"].get("experiment", "quickstart"),
+        out.append({"sweep_id": r["sweep_id"], "experiment": r["target"].get("experiment"),
                     "axes": ", ".join(f"{k}={v}" for k, v in r["axes"].items()), "points": len(r["points"]),
                     "finished": sum(p["status"] == "finished" for p in r["points"]), "report": r.get("report")})
     return out
@@ -149,15 +148,15 @@ def final_values(rows: dict[str, list], metric: str, point: str = "point") -> di
 
 
 def final_losses(store: str | Path, record: dict[str, Any]) -> dict[str, str]:
-    """run_id → the final main loss of its seeds (the first of MAIN_METRICS it logs), "mean ± sd" over the
-    seeds' last finite logged values, one entry per in-run grid point."""
+    """run_id → the final value of its recipe's main metric over its seeds, "mean ± sd" over the seeds' last finite
+    logged values, one entry per in-run grid point."""
+    metric = recipe_of(dict(record["target"])).metric
     out = {}
     for p in record["points"]:
         path = Path(store) / (p["run_id"] or "") / "metrics.parquet"
         if not p["run_id"] or not path.is_file():
             continue
         t = pq.read_table(path).to_pydict()
-        metric = next((m for m in MAIN_METRICS if m in set(t["metric"])), None)
         finals = sorted(final_values(t, metric).items())
         out[p["run_id"]] = "; ".join(f"{pt + ': ' if pt else ''}{metric} {np.mean(v):.4g} ± {np.std(v):.2g}"
                                      for (_, pt), v in finals)
@@ -199,7 +198,8 @@ def _ray_runner(address: str | None):
     gpus = 1 if jax.default_backend() == "gpu" else 0
 
     def submit(cfgs: list[RunConfig]):
-        task = ray.remote(num_cpus=getattr(cfgs[0].train, "threads", 1), num_gpus=gpus)(run_job_files)
+        threads = execution(get(cfgs[0].experiment), cfgs[0])["threads"]
+        task = ray.remote(num_cpus=threads, num_gpus=gpus)(run_job_files)
         return task.remote([cfg.model_dump() for cfg in cfgs])
 
     def wait(futures):
@@ -224,7 +224,7 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
         if recipe_grid:
             raw, axes = recipe_axes(raw, quick)
             recipe_grid = bool(axes)  # a recipe without a grid: one point, its own run's report
-        record = {"sweep_id": f"{time.strftime('%Y%m%d-%H%M%S')}-{raw.get('experiment', 'quickstart')}-"
+        record = {"sweep_id": f"{time.strftime('%Y%m%d-%H%M%S')}-{raw['experiment']}-"
                               f"{secrets.token_hex(3)}", "target": raw, "quick": quick, "axes": axes,
                   "recipe_grid": recipe_grid, "group": group, "points": []}
     configs = point_configs(raw, quick, axes)
@@ -293,16 +293,13 @@ class _ReportDir:
         return self.path / "figures" / f"{name}.png"
 
 
-MAIN_METRICS = ("test_loss", "excess_loss", "loss", "train_loss")  # the first a recipe logs is its sweep figure's
-
-
 def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
     """A finished sweep's report in ``<store>/sweeps/<sweep_id>/`` (report.md, summary.json, figures/), its
     path recorded as ``record["report"]``. A sweep over a recipe's own grid gets the recipe's combined
     report — the figures, table and notes ``icldyn run RECIPE`` draws in one directory — built from its
     points' run directories; any other sweep the final value of its main loss metric per point and against
     each numeric axis (:func:`axes_summary`). Returns the record."""
-    exp = get(record["target"].get("experiment", "quickstart"))
+    exp = recipe_of(record["target"])
     if any(p["status"] not in ("finished", "diverged") for p in record["points"]):
         return record  # not every point has run yet
     combined = record.get("recipe_grid") and exp.combine is not None
@@ -311,10 +308,6 @@ def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
     point_type = exp.result.point_type()
     points: list[Point] = []
     rows: dict[str, list] = defaultdict(list)
-    extra: dict[str, list] = {}
-    # run-level lists of the recipe's result (e.g. its assumption checks): the sweep's is their union
-    lists = [k for k, f in exp.result.model_fields.items()
-             if k not in Result.model_fields and typing.get_origin(f.annotation) is list]
     for p in record["points"]:
         run = store / p["run_id"]
         label = ",".join(f"{k}={v}" for k, v in p["overrides"].items())
@@ -326,9 +319,6 @@ def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
                 if key in q:
                     q[key] = {**p["overrides"], **q[key]}
             points.append(point_type.model_validate(q))
-        for key in lists:
-            if summary.get(key):
-                extra.setdefault(key, []).extend(x for x in summary[key] if x not in extra[key])
         table = pq.read_table(run / "metrics.parquet").to_pydict()
         table["run_point"] = table["point"]
         table["point"] = [name(x) for x in table["point"]]
@@ -338,10 +328,10 @@ def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
     status = "finished" if all(p["status"] == "finished" for p in record["points"]) else "diverged"
     wall = sum(p["wall_s"] / p["job_size"] for p in record["points"] if "wall_s" in p)
     if combined:
-        result = exp.result.model_validate(exp.combine(cfg, {"points": points, "wall_s": wall, **extra}, rows,
-                                                       _ReportDir(out)))
+        result = exp.result.model_validate(exp.combine(cfg, points, rows, _ReportDir(out)))
+        result = result.model_copy(update={"status": result.seeds_status(), "wall_s": wall})
     else:
-        result = axes_summary(record, points, rows, _ReportDir(out), status, wall)
+        result = axes_summary(record, points, rows, _ReportDir(out), status, wall, exp.metric)
     meta = {"run_id": f"sweep {record['sweep_id']}", "experiment": cfg.experiment, "paper": exp.paper,
             "description": exp.description, "versions": versions()}
     summary = {**meta, **result.model_dump(exclude_unset=True)}
@@ -353,12 +343,11 @@ def report(store: Path, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def axes_summary(record: dict[str, Any], points: list[Point], rows: dict[str, list], rd, status: str,
-                 wall_s: float) -> Result:
-    """The final value of the main loss metric (mean, sd, min, max over seeds) of every sweep point (and
+                 wall_s: float, metric: str) -> Result:
+    """The final value of the recipe's main metric (mean, sd, min, max over seeds) of every sweep point (and
     in-run grid point), as a table and, against each numeric axis, a figure."""
     diverged = {(q.run_id, q.run_point): sum(s.status == "diverged" for s in q.seeds) for q in points}
-    metric = next((m for m in MAIN_METRICS if m in set(rows["metric"])), None)
-    if metric is None:
+    if metric not in set(rows["metric"]):
         return AxesResult(status=status, wall_s=wall_s, figures=[])
     finals = final_values(rows, metric, point="run_point")
     by_run = {p["run_id"]: p["overrides"] for p in record["points"]}
@@ -376,7 +365,7 @@ def axes_summary(record: dict[str, Any], points: list[Point], rows: dict[str, li
             rest = ", ".join([f"{a}={over[a]}" for a in axes if a != axis] + ([pt] if pt else []))
             series[rest].append((over[axis], v.mean(), v.min(), v.max()))
         series = {k: tuple(np.array(c) for c in zip(*sorted(pts))) for k, pts in series.items()}
-        figures.append(plots.final_vs_axis(f"{record['target'].get('experiment', 'quickstart')}: sweep "
+        figures.append(plots.final_vs_axis(f"{record['target']['experiment']}: sweep "
                                            f"{record['sweep_id']}", axis, metric, series, rd))
     return AxesResult(status=status, wall_s=wall_s, metric=metric, table=table, figures=figures,
                       report_lines=[f"Final {metric}: the value at each seed's last finite logged row (a diverged "

@@ -39,6 +39,22 @@ class Problem(NamedTuple):
     evaluate_step: Callable[[PyTree, PyTree, PyTree, PyTree], dict[str, jax.Array]] | None = None
 
 
+def cast_floats(tree: PyTree, dtype) -> PyTree:
+    """Every floating leaf of ``tree`` in ``dtype`` (integer and key leaves as they are)."""
+    def cast(a):
+        return a.astype(dtype) if jnp.issubdtype(jnp.result_type(a), jnp.floating) else a
+
+    return jax.tree.map(cast, tree)
+
+
+def in_dtype(problem: Problem, dtype) -> Problem:
+    """``problem`` with its parameters and training batches cast to ``dtype`` (``train.dtype``): whatever a plug-in's
+    ``init`` and ``sample`` return (with x64 on, ``jax.random.normal`` draws float64), it trains in the configured
+    precision."""
+    return problem._replace(init=lambda task, key: cast_floats(problem.init(task, key), dtype),
+                            sample=lambda task, key: cast_floats(problem.sample(task, key), dtype))
+
+
 class TrainState(NamedTuple):
     params: PyTree
     opt_state: PyTree
@@ -172,7 +188,8 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
           on_chunk: Callable[[int, dict[str, np.ndarray]], None] | None = None,
           snapshot: Callable[[dict[str, Any]], None] | None = None,
           restore: dict[str, Any] | None = None, lrs: list[float] | None = None,
-          slot_lrs: list[float] | None = None) -> tuple[PyTree, History]:
+          slot_lrs: list[float] | None = None, losses: tuple[str, ...] = (),
+          dtype: str | None = None) -> tuple[PyTree, History]:
     """Train every seed (leading axis of ``tasks``, ``tests``, ``keys``) in one compiled program.
 
     ``lrs``: a learning-rate axis — every seed trained at each rate in the same program, the rates sharing
@@ -181,14 +198,17 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     (runs that differ in their seeds or data law as well, stacked on the seed axis). The optimiser must hold
     its rate in its state (:func:`~icldyn.train.optimizers.scale_by_lr`, as every ``build_optimizer`` does).
 
-    Metrics are logged at step 0 and every ``log_every`` steps. A seed whose loss metric (any metric
-    named ``*loss``) is non-finite or above ``max_loss``, or whose gradient norm is non-finite, is marked
-    diverged at that step; its later rows are dropped and its parameters are kept from its last finite chunk.
+    Metrics are logged at step 0 and every ``log_every`` steps. A seed whose training loss or one of the
+    declared ``losses`` (a recipe's :attr:`~icldyn.recipe.Recipe.losses`) is non-finite or above ``max_loss``, or
+    whose gradient norm is non-finite, is marked diverged at that step; its later rows are dropped and its parameters are kept from its last finite chunk.
     ``snapshot`` is called after every chunk with what resuming needs (the state's and the last finite
     parameters' leaves, the history, the steps done); ``restore`` is such a snapshot to continue from:
     the remaining chunks are the same programs on the same state, so the result is bit-identical to an
-    uninterrupted run. Returns (final params, history).
+    uninterrupted run. ``dtype``: the training precision (``train.dtype``): parameters, batches, tasks and held-out
+    sets are cast to it (:func:`in_dtype`). Returns (final params, history).
     """
+    if dtype is not None:
+        problem, tasks, tests = in_dtype(problem, dtype), cast_floats(tasks, dtype), cast_floats(tests, dtype)
     copies = 1 if lrs is None else len(lrs)
     n_slots = copies * len(keys)
     state = init_states(problem, opt, tasks, keys, lrs, slot_lrs)
@@ -198,8 +218,8 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     def log(step: int, metrics: dict[str, jax.Array]) -> np.ndarray:
         m = {k: np.asarray(v) for k, v in metrics.items()}
         for s in range(n_slots):
-            losses = [m[k][s] for k in m if k.endswith("loss")]
-            ok = all(np.isfinite(x) and x <= max_loss for x in losses)
+            watched = [m[k][s] for k in ("train_loss", *losses) if k in m]
+            ok = all(np.isfinite(x) and x <= max_loss for x in watched)
             ok = ok and ("grad_norm" not in m or np.isfinite(m["grad_norm"][s]))
             if s not in history.diverged_at and not ok:
                 history.diverged_at[s] = step

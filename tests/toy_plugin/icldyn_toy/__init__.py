@@ -12,7 +12,6 @@ the closed form against Monte Carlo and the trained a against a*.
 
 from __future__ import annotations
 
-import time
 from typing import Literal
 
 import jax
@@ -25,7 +24,20 @@ from icldyn.claims import Claim
 from icldyn.config import DataSection, ModelSection, RunConfig, with_overrides
 from icldyn.plots import save
 from icldyn.plugins import Paper, get
-from icldyn.recipe import Experiment, Job, Reporter, grid_points, run_jobs
+from icldyn.recipe import (
+    Job,
+    Point,
+    Recipe,
+    Reporter,
+    Result,
+    Rows,
+    Seed,
+    Table,
+    Target,
+    Trained,
+    grid_points,
+    run_jobs,
+)
 from icldyn.runner import execute
 from icldyn.store import RunDir
 from icldyn.train.loop import Problem
@@ -69,6 +81,23 @@ def loss(params, data):
     return jnp.mean((params["a"] * y.mean(axis=1) - mu) ** 2)
 
 
+class ToySeed(Seed):
+    a: float
+
+
+class ToyPoint(Point):
+    n: int
+    a: float
+    a_star: float
+    loss_star: float
+    test_loss: float
+    seeds: list[ToySeed]
+
+
+class ToyResult(Result):
+    points: list[ToyPoint]
+
+
 def jobs(cfg: RunConfig):
     for label, over in grid_points(cfg):
         pcfg = with_overrides(cfg, over)
@@ -88,31 +117,34 @@ def jobs(cfg: RunConfig):
             a = np.asarray(params["a"], float)
             return [{"point": label, "n": d.n, "a": float(a.mean()), "a_star": a_star, "loss_star": l_star,
                      "test_loss": float(np.mean(hist.metrics[-1]["test_loss"])),
-                     "seeds": [{"seed": s, "a": float(x), "status": "diverged" if i in hist.diverged_at else
-                                "finished"} for i, (s, x) in enumerate(zip(seeds, a))]}]
+                     "seeds": [{"a": float(x)} for x in a]}]
 
-        yield Job(pcfg, [(0, label, seeds)], problem, build_optimizer(pcfg.train), jnp.zeros(len(seeds)), tests,
-                  keys, summarise)
+        yield Job(cfg=pcfg, targets=[Target(0, label, seeds)], problem=problem, opt=build_optimizer(pcfg.train),
+                  tests=tests, keys=keys, summarise=summarise)
 
 
-def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> dict:
-    t0 = time.time()
-    [(points, rows)] = run_jobs([rd], reporter, jobs(cfg))
+def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> Trained:
+    [trained] = run_jobs([rd], reporter, jobs(cfg))
+    return trained
+
+
+def combine(cfg: RunConfig, points: list[ToyPoint], rows: Rows, out: RunDir | None) -> ToyResult:
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot([p["n"] for p in points], [p["a"] for p in points], "o", label="trained a")
-    ax.plot([p["n"] for p in points], [p["a_star"] for p in points], "k--", label="a* = τ²/(τ² + σ²/n)")
+    ax.plot([p.n for p in points], [p.a for p in points], "o", label="trained a")
+    ax.plot([p.n for p in points], [p.a_star for p in points], "k--", label="a* = τ²/(τ² + σ²/n)")
     ax.set(xscale="log", xlabel="n", ylabel="a", title="toy-shrinkage")
     ax.legend()
-    status = "finished" if all(s["status"] == "finished" for p in points for s in p["seeds"]) else "diverged"
-    return {"status": status, "wall_s": time.time() - t0, "points": points, "figures": [save(fig, rd, "shrinkage")],
-            "table": {"columns": ["point", "trained a", "a*", "test loss", "L(a*)"],
-                      "rows": [[p["point"], f"{p['a']:.4f}", f"{p['a_star']:.4f}", f"{p['test_loss']:.4f}",
-                                f"{p['loss_star']:.4f}"] for p in points]},
-            "report_lines": ["a* is the posterior-mean shrinkage; losses are E[(ŷ − μ)²]."]}
+    return ToyResult(points=points, figures=[save(fig, out, "shrinkage")],
+                     table=Table(columns=["point", "trained a", "a*", "test loss", "L(a*)"],
+                                 rows=[[p.point, f"{p.a:.4f}", f"{p.a_star:.4f}", f"{p.test_loss:.4f}",
+                                        f"{p.loss_star:.4f}"] for p in points]),
+                     report_lines=["a* is the posterior-mean shrinkage; losses are E[(ŷ − μ)²]."])
 
 
-RECIPE = Experiment(
-    "toy-shrinkage", "toy", "toy plug-in: a learned shrinkage factor a against the posterior-mean a*", run,
+RECIPE = Recipe(
+    name="toy-shrinkage", paper="toy",
+    description="toy plug-in: a learned shrinkage factor a against the posterior-mean a*",
+    runner=run, combine=combine, result=ToyResult,
     defaults={"seeds": 2, "grid": {"data.n": [2, 8, 32]}, "data": {"kind": "scalar_means"},
               "model": {"kind": "shrinkage"},
               "train": {"optimizer": "sgd", "lr": 0.2, "steps": 400, "batch": 1024, "log_every": 100}},

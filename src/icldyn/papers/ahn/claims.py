@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from icldyn.claims import Claim
+from icldyn.components.linear_attention import Columns, LinearTransformer, gdpp_error, moments
+from icldyn.components.prompts import GaussianTask, sample_prompts
 from icldyn.papers.ahn import theory as ahn
-from icldyn.papers.ahn.data import GaussianTask, sample_prompts
-from icldyn.papers.ahn.model import Columns, LinearTransformer, moments
 from icldyn.papers.ahn.results import AhnPoint, AhnResult
 from icldyn.plugins import get
 from icldyn.recipe import Reporter
@@ -71,27 +71,6 @@ def _stats(task: GaussianTask, key: int, m: int, n: int) -> tuple[jax.Array, ...
     p = sample_prompts(task, key=jax.random.PRNGKey(key), batch=m, n=n)
     X, y = p.X[:, :n], p.y[:, :n]
     return jnp.einsum("bni,bnj->bij", X, X) / n, jnp.einsum("bni,bn->bi", X, y) / n, p.X[:, n], p.y[:, n]
-
-
-def gdpp_error(As: jax.Array, Bs: jax.Array, S: jax.Array, h: jax.Array, xq: jax.Array, yq: jax.Array) -> jax.Array:
-    """ŷ − y_q of the relaxed (eq. 9) transformer in its d×d form (SPEC §3.3; Bs: B_0 … B_{L−2}, empty for the
-    sparse eq. 8, where it is Lemma 1's preconditioned GD): per layer M_ℓ = I − B_ℓŜ_ℓA_ℓ,
-    o ← o − h_ℓᵀA_ℓx_q, x_q ← M_ℓx_q, h_{ℓ+1} = M_ℓ(h_ℓ − Ŝ_ℓA_ℓᵀh_ℓ), Ŝ_{ℓ+1} = M_ℓŜ_ℓM_ℓᵀ; ŷ = −o_L. Matrix-vector
-    products only, except Ŝ's update where a later layer reads it."""
-    mv = lambda M, v: jnp.einsum("bij,bj->bi", M, v) if M.ndim == 3 else v @ M.T  # noqa: E731
-    o = jnp.zeros_like(yq)
-    for ell, A in enumerate(As):
-        o = o - jnp.einsum("bi,bi->b", h, mv(A, xq))
-        if ell < len(Bs):  # M v = v − B Ŝ A v
-            M_of = lambda v, A=A, B=Bs[ell], S=S: v - mv(B, mv(S, mv(A, v)))  # noqa: E731
-            xq, h = M_of(xq), M_of(h - mv(S, h @ A))
-            if ell + 1 < len(Bs):
-                SA = jnp.einsum("bij,jk->bik", S, A)
-                M = jnp.eye(S.shape[-1]) - jnp.einsum("ij,bjk->bik", Bs[ell], SA)
-                S = jnp.einsum("bij,bjk,blk->bil", M, S, M)
-        else:  # B_ℓ = 0 from here (sparse, or the last layer): M_ℓ = I
-            h = h - mv(S, h @ A)
-    return -o - yq
 
 
 def theorem2_diagonal(d: int = 5, n: int = 20, fit: int = 100_000, test: int = 100_000,
@@ -169,8 +148,7 @@ def theorem5_relu(d: int = 5, n: int = 20, fit: int = 100_000, test: int = 200_0
 
 def _official_task() -> GaussianTask:
     """The official code's Σ (seed 0) and w ~ N(0, Σ⁻¹), float64."""
-    from icldyn.papers.ahn.config import PromptsData
-    from icldyn.papers.ahn.data import make_task
+    from icldyn.components.prompts import PromptsData, make_task
 
     return jax.tree.map(lambda a: jnp.asarray(a, jnp.float64),
                         make_task(PromptsData(covariance="official", w_prior="inverse_covariance"), 0))

@@ -6,27 +6,20 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from icldyn import plots
 from icldyn.config import RunConfig
 from icldyn.papers.ahn.results import AhnPoint
 from icldyn.plots import save, series
 
 
-def _subtitle(cfg: RunConfig) -> str:
+def subtitle(cfg: RunConfig) -> str:
     d = cfg.data
     return (f"d={d.d}, Σ={d.covariance}, w~{'N(0,I)' if d.w_prior == 'identity' else 'N(0,Σ⁻¹)'}, "
             f"{cfg.seeds} seed(s), {cfg.train.dtype}")
 
 
 def loss_curves(cfg: RunConfig, points: list[AhnPoint], rows: dict[str, list], rd) -> str:
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for p in points:
-        x, m, lo, hi = series(rows, p.point, "test_loss")
-        (line,) = ax.plot(x, m, label=p.point or "test loss")
-        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
-    ax.set(yscale="log", xlabel="step", ylabel="held-out loss E[(TF − y)²]",
-           title=f"{cfg.experiment}: test loss\n{_subtitle(cfg)}")
-    ax.legend(fontsize=8)
-    return save(fig, rd, "loss_curves")
+    return plots.loss_curves(points, rows, rd, f"{cfg.experiment}: test loss\n{subtitle(cfg)}")
 
 
 def loss_vs(cfg: RunConfig, points: list[AhnPoint], key: str, rd) -> str:
@@ -43,7 +36,7 @@ def loss_vs(cfg: RunConfig, points: list[AhnPoint], key: str, rd) -> str:
     if points[0].optimal_loss is not None:
         ax.plot(x[:1], [points[0].optimal_loss], "k*", ms=12, label="Theorem 1 optimum")
     ax.set(yscale="log", xlabel="layers L (= GD steps)" if key == "layers" else "context examples n",
-           ylabel="test loss", title=f"{cfg.experiment}\n{_subtitle(cfg)}")
+           ylabel="test loss", title=f"{cfg.experiment}\n{subtitle(cfg)}")
     ax.set_xticks(x)
     ax.legend(fontsize=8)
     return save(fig, rd, f"loss_vs_{key}")
@@ -62,7 +55,7 @@ def structure(cfg: RunConfig, points: list[AhnPoint], rows: dict[str, list], rd)
                         "dist_I_", "Dist(·,I) "))
         ax.set(xlabel="step", ylabel="distance", ylim=(0, 1.05), title=p.point or p.parameterization)
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # same lines in every panel
-    fig.suptitle(f"{cfg.experiment}: scale-invariant distances\n{_subtitle(cfg)}", fontsize=9)
+    fig.suptitle(f"{cfg.experiment}: scale-invariant distances\n{subtitle(cfg)}", fontsize=9)
     names.append(save(fig, rd, "distances"))
 
     fig, axes = plt.subplots(1, len(points), figsize=(5.2 * len(points), 3.6), squeeze=False)
@@ -74,7 +67,7 @@ def structure(cfg: RunConfig, points: list[AhnPoint], rows: dict[str, list], rd)
         ax.set(xlabel="step", ylabel="Frobenius norm", title=p.point or p.parameterization)
     axes[0][-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.suptitle(f"{cfg.experiment}: per-layer step sizes ‖A_ℓ‖ (Thm 4 figure: ‖A₀‖ ≤ ‖A₁‖ ≤ ‖A₂‖)\n"
-                 f"{_subtitle(cfg)}", fontsize=9)
+                 f"{subtitle(cfg)}", fontsize=9)
     names.append(save(fig, rd, "norms"))
 
     for p in points:

@@ -1,15 +1,16 @@
 """The plug-in of Ahn, Cheng, Daneshmand, Sra (2023), *Transformers learn to implement preconditioned gradient descent
 for in-context learning*, arXiv 2306.00297."""
 
+from icldyn.components.linear_attention import LinearAttentionModel
+from icldyn.components.prompts import PromptsData
 from icldyn.papers.ahn.claims import claims
-from icldyn.papers.ahn.config import LinearAttentionModel, PromptsData
 from icldyn.papers.ahn.recipes import RECIPES
 from icldyn.plugins import Paper
 
 
 def doctor(D: int = 6) -> dict[str, dict]:
     """The C kernel's status for d = 5 (``icldyn doctor``)."""
-    from icldyn.papers.ahn import kernel
+    from icldyn.components import lsa_kernel as kernel
 
     st = kernel.status(D)
     return {"kernel": {f"status (D = {D})": "available" if st.available else "unavailable", "origin": st.origin,
@@ -22,4 +23,5 @@ PAPER = Paper(
     title="Ahn, Cheng, Daneshmand, Sra (2023): Transformers learn to implement preconditioned gradient descent for "
           "in-context learning, arXiv 2306.00297",
     recipes=tuple(RECIPES), data=(PromptsData,), models=(LinearAttentionModel,), claims=claims, doctor=doctor,
+    default="quickstart",
 )

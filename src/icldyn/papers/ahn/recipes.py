@@ -3,20 +3,18 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import jax
 import numpy as np
 
-from icldyn import plots
+from icldyn.components.prompts import w_covariance
 from icldyn.config import RunConfig, with_overrides
-from icldyn.papers.ahn import setup as ahn_setup
+from icldyn.papers.ahn import problem as ahn_setup
 from icldyn.papers.ahn import theory
-from icldyn.papers.ahn.data import w_covariance
 from icldyn.papers.ahn.figures import figures as draw_figures
 from icldyn.papers.ahn.results import AhnPoint, AhnResult
-from icldyn.recipe import Experiment, Job, Reporter, Table, grid_points, run_jobs
+from icldyn.recipe import Job, Recipe, Reporter, Rows, Table, Target, Trained, grid_points, run_jobs
 from icldyn.store import RunDir
 from icldyn.train.loop import History
 from icldyn.train.optimizers import build_optimizer
@@ -74,10 +72,8 @@ def evaluate_point(cfg: RunConfig, seeds: list[int], hist: History, refs: list[d
         # a diverged seed reports its last finite row (the one before the step it diverged at)
         j = len(hist.steps) - 1 if i not in hist.diverged_at else max(hist.steps.index(hist.diverged_at[i]) - 1, 0)
         last = {k: float(v[i]) for k, v in hist.metrics[j].items()}
-        status = "diverged" if i in hist.diverged_at else "finished"
-        out_seeds.append({"seed": seed, "status": status, "diverged_at": hist.diverged_at.get(i),
-                          "final": last, "theory": refs[i]})
-    finished = [s for s in out_seeds if s["status"] == "finished"]
+        out_seeds.append({"final": last, "theory": refs[i]})
+    finished = [s for i, s in enumerate(out_seeds) if i not in hist.diverged_at]
     final_mean = {k: _mean([s["final"].get(k) for s in finished]) for k in out_seeds[0]["final"]}
     L = cfg.model.layers
     norms = [final_mean[f"norm_A{ell}"] for ell in range(L)]
@@ -91,7 +87,7 @@ def evaluate_point(cfg: RunConfig, seeds: list[int], hist: History, refs: list[d
     return out
 
 
-def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> dict[str, Any]:
+def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> Trained:
     return run_group([cfg], [rd], reporter)[0]
 
 
@@ -101,12 +97,11 @@ def _without_lr(cfg: RunConfig) -> dict:
     return dump
 
 
-def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter) -> list[dict[str, Any]]:
+def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter) -> list[Trained]:
     """Train every grid point of runs that differ only in ``GROUP_FIELDS`` as one program. Runs that differ
     only in ``train.lr`` are one learning-rate axis, sharing each seed's batches, held-out sets and baselines;
     runs that differ in their seeds or data law too are stacked on the seed axis, each slot at its run's rate.
     Each run's directory gets its own metrics, parameters, figures and summary."""
-    t0 = time.time()
     cfg = cfgs[0]
     shared = all(_without_lr(c) == _without_lr(cfg) for c in cfgs)
 
@@ -142,25 +137,19 @@ def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter) -> l
                         enumerate(setups[g].seeds)}
 
             name = label or cfg.experiment
-            yield Job(pcfgs[0], [(g, label, s.seeds) for g, s in enumerate(setups)], data.problem,
-                      build_optimizer(pcfgs[0].train), data.tasks, data.tests, data.keys, summarise, lrs, slot_lrs,
-                      arrays, description=name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)")
+            yield Job(cfg=pcfgs[0], targets=[Target(g, label, s.seeds) for g, s in enumerate(setups)],
+                      problem=data.problem, opt=build_optimizer(pcfgs[0].train), tasks=data.tasks, tests=data.tests,
+                      keys=data.keys, summarise=summarise, lrs=lrs, slot_lrs=slot_lrs, arrays=arrays,
+                      description=name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)")
 
-    done = [([AhnPoint.model_validate(p) for p in pts], rws) for pts, rws in run_jobs(rds, reporter, jobs())]
-    figures = plots.draw_many(draw_figures, [(c, pts, rws, rd) for c, (pts, rws), rd in zip(cfgs, done, rds)])
-    return [combine(c, {"points": pts, "wall_s": time.time() - t0}, rws, rd, figs)
-            for c, (pts, rws), rd, figs in zip(cfgs, done, rds, figures)]
+    return run_jobs(rds, reporter, jobs())
 
 
-def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd,
-            figures: list[str] | None = None) -> AhnResult:
+def combine(cfg: RunConfig, points: list[AhnPoint], rows: Rows, out: RunDir | None) -> AhnResult:
     """The recipe's figures, table and notes from its points — a run's, or a sweep's gathered
-    (:func:`icldyn.sweep.report`); ``figures``: already drawn."""
-    pts = [AhnPoint.model_validate(p) for p in result["points"]]
-    statuses = {s.status for p in pts for s in p.seeds}
-    return AhnResult(**{**result, "points": pts}, figures=draw_figures(cfg, pts, rows, rd) if figures is None
-                     else figures, status="finished" if statuses == {"finished"} else "diverged",
-                     table=table(pts), report_lines=report_lines(pts))
+    (:func:`icldyn.sweep.report`)."""
+    return AhnResult(points=points, figures=draw_figures(cfg, points, rows, out), table=table(points),
+                     report_lines=report_lines(points))
 
 
 # what a sweep's runs may differ in and still be one program (values of the optimiser state or the seed
@@ -168,6 +157,8 @@ def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd,
 GROUP_FIELDS = ("train.lr", "seed", "seeds", "data.covariance", "data.eigenvalues", "data.condition_number",
                 "data.w_prior", "data.noise_std")
 THEORY_KEYS = ("optimal_loss", "gd", "pgd", "ols")
+RUNNER = {"runner": run, "result": AhnResult, "group_runner": run_group, "group_fields": GROUP_FIELDS,
+          "combine": combine}
 
 
 def _fmt(x: Any) -> str:
@@ -199,11 +190,11 @@ def report_lines(points: list[AhnPoint]) -> list[str]:
                     "isotropic data). Losses are E[(ŷ − y)²], no ½.", ""]
 
 
-RECIPES: list[Experiment] = []  # this module's recipes, in `icldyn list` order
-RECIPES.append(Experiment(
-    "quickstart", "ahn",
-    "a 1-layer model learns Theorem 1's optimum; a 3-layer model beats 3 steps of tuned GD",
-    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+RECIPES: list[Recipe] = []  # this module's recipes, in `icldyn list` order
+RECIPES.append(Recipe(
+    name="quickstart", paper="ahn",
+    description="a 1-layer model learns Theorem 1's optimum; a 3-layer model beats 3 steps of tuned GD",
+    **RUNNER,
     defaults={"grid": {"model.layers": [1, 3]},
               "data": {"kind": "prompts", "d": 5, "n": 20, "covariance": "eigenvalues", "eigenvalues": [2.0, 1.0, 0.5, 0.25, 0.1],
                        "w_prior": "identity", "test_size": 50_000},
@@ -213,20 +204,20 @@ RECIPES.append(Experiment(
               # 0…11 rises above its step-0 value and the final loss is ≈ 4× lower
               "train": {**QUICK_TRAIN, "lr": 0.01, "b2": 0.99, "steps": 2500, "batch": 1000}},
 ))
-RECIPES.append(Experiment(
-    "ahn-loss-vs-layers", "ahn",
-    "L = 1…4 trained transformer vs L-step GD / preconditioned GD (paper Fig. 7)",
-    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+RECIPES.append(Recipe(
+    name="ahn-loss-vs-layers", paper="ahn",
+    description="L = 1…4 trained transformer vs L-step GD / preconditioned GD (paper Fig. 7)",
+    **RUNNER,
     defaults={"seeds": 5, "grid": {"model.layers": [1, 2, 3, 4]}, "data": OFFICIAL_DATA,
               "model": {"kind": "linear_attention", "parameterization": "relaxed", "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.01, "decay_every": 4000, "steps": 20_000}},
     quick={"seeds": 1, "grid": {"model.layers": [1, 2, 3]}, "data": QUICK_DATA, "model": {"init_std": 1e-3},
            "train": QUICK_TRAIN},
 ))
-RECIPES.append(Experiment(
-    "ahn-loss-vs-n", "ahn",
-    "3-layer trained transformer vs 3-step GD / preconditioned GD / OLS over n = 2…20 (paper Fig. 6)",
-    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+RECIPES.append(Recipe(
+    name="ahn-loss-vs-n", paper="ahn",
+    description="3-layer trained transformer vs 3-step GD / preconditioned GD / OLS over n = 2…20 (paper Fig. 6)",
+    **RUNNER,
     defaults={"seeds": 5, "grid": {"data.n": [2, 4, 6, 8, 10, 12, 14, 16, 18, 20]},
               "data": {**OFFICIAL_DATA, "resample_every": 1},
               "model": {"kind": "linear_attention", "layers": 3, "parameterization": "relaxed", "init_std": 1e-4},
@@ -236,29 +227,29 @@ RECIPES.append(Experiment(
            # small n makes the moments heavy-tailed: a lower rate and larger batches keep training stable
            "train": {**QUICK_TRAIN, "lr": 0.02, "batch": 2000, "steps": 1500}},
 ))
-RECIPES.append(Experiment(
-    "ahn-structure", "ahn",
-    "sparse (Thm 3) and relaxed (Thm 4) models: distances to Σ⁻¹ and I over training, heat maps, ‖A_ℓ‖ order",
-    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+RECIPES.append(Recipe(
+    name="ahn-structure", paper="ahn",
+    description="sparse (Thm 3) and relaxed (Thm 4) models: distances to Σ⁻¹ and I over training, heat maps, ‖A_ℓ‖ order",
+    **RUNNER,
     defaults={"seeds": 5, "grid": {"model.parameterization": ["sparse", "relaxed"]}, "data": OFFICIAL_DATA,
               "model": {"kind": "linear_attention", "layers": 3, "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.02, "decay_every": 2000, "steps": 30_000}},
     quick={"seeds": 1, "data": QUICK_DATA, "model": {"init_std": 1e-3}, "train": {**QUICK_TRAIN, "steps": 4000}},
 ))
-RECIPES.append(Experiment(
-    "ahn-theorem4", "ahn",
-    "relaxed L = 3 at the paper's own schedule (lr 0.1 halved every 4000 steps, 100 000 steps): distances to "
+RECIPES.append(Recipe(
+    name="ahn-theorem4", paper="ahn",
+    description="relaxed L = 3 at the paper's own schedule (lr 0.1 halved every 4000 steps, 100 000 steps): distances to "
     "Theorem 4's set S, heat maps, ‖A_ℓ‖ order",
-    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+    **RUNNER,
     defaults={"seeds": 5, "data": OFFICIAL_DATA,
               "model": {"kind": "linear_attention", "layers": 3, "parameterization": "relaxed", "init_std": 1e-4},
               "train": {**OFFICIAL_TRAIN, "lr": 0.1, "decay_every": 4000, "steps": 100_000, "log_every": 1000}},
     quick={"seeds": 1, "data": QUICK_DATA, "model": {"init_std": 1e-3}, "train": {**QUICK_TRAIN, "steps": 4000}},
 ))
-RECIPES.append(Experiment(
-    "ahn-relu", "ahn",
-    "one layer of ReLU attention on isotropic data learns Theorem 5's b₁A = c*·I, c* = 2n/(n + 2d + 3)",
-    run, result=AhnResult, group_runner=run_group, group_fields=GROUP_FIELDS, combine=combine,
+RECIPES.append(Recipe(
+    name="ahn-relu", paper="ahn",
+    description="one layer of ReLU attention on isotropic data learns Theorem 5's b₁A = c*·I, c* = 2n/(n + 2d + 3)",
+    **RUNNER,
     defaults={"seeds": 5, "data": {"kind": "prompts", "d": 5, "n": 20, "covariance": "identity", "w_prior": "identity",
                                    "test_size": 50_000},
               "model": {"kind": "linear_attention", "layers": 1, "parameterization": "sparse", "activation": "relu",

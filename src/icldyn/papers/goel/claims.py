@@ -10,10 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from icldyn.claims import Claim
+from icldyn.components.regression import RegressionData, make_regression_task, sample_regression
+from icldyn.components.softmax_regressor import SoftmaxRegressor
 from icldyn.papers.goel import theory as goel_theory
-from icldyn.papers.goel.config import RegressionData
-from icldyn.papers.goel.data import make_regression_task, sample_regression
-from icldyn.papers.goel.model import SoftmaxRegressor
 from icldyn.plugins import get
 from icldyn.recipe import Reporter
 from icldyn.runner import execute, typed

@@ -11,102 +11,22 @@ from __future__ import annotations
 
 import functools
 import itertools
-import time
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from icldyn.components.regression import make_regression_task
 from icldyn.config import RunConfig, with_overrides
 from icldyn.papers.goel import theory
-from icldyn.papers.goel.data import RegressionTask, make_regression_task, sample_regression
 from icldyn.papers.goel.figures import figures as draw_figures
-from icldyn.papers.goel.model import SoftmaxRegressor, precondition
+from icldyn.papers.goel.problem import GoelTask, build, stack
 from icldyn.papers.goel.results import GoelPoint, GoelResult
-from icldyn.recipe import Experiment, Job, Reporter, Table, curve, grid_points, run_jobs
+from icldyn.recipe import Job, Recipe, Reporter, Rows, Table, Target, Trained, curve, grid_points, run_jobs
 from icldyn.store import RunDir
-from icldyn.train.loop import History, Problem
-from icldyn.train.optimizers import build_optimizer
+from icldyn.train.loop import History
 
-INIT_KEY = 7  # fold_in tag of the initial sample (spectral initialisation and P̂)
 TARGET = 1e-8  # excess population loss the convergence recipes time
-
-
-class GoelTask(NamedTuple):
-    """One seed's data law and initial-sample statistics (a pytree, stacked over seeds)."""
-
-    sigma: jax.Array
-    sigma_sqrt: jax.Array
-    M: jax.Array
-    noise_std: jax.Array
-    sigma_hat: jax.Array  # Σ̂ of the initial sample (spectral init, P̂)
-    sigma_hat_inv: jax.Array
-    M_hat: jax.Array  # OLS estimate from the initial sample
-
-
-class Setup(NamedTuple):
-    problem: Problem
-    opt: Any  # task -> optax transform
-    tasks: GoelTask
-    keys: jax.Array
-    seeds: list[int]
-    assumptions: list[dict]  # per seed
-
-
-def initial_sample(task: RegressionTask, seed: int, n: int):
-    """The sample Algorithm 1 starts from: n noisy samples, its Σ̂ and OLS M̂ (float64)."""
-    t = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), task)
-    X, Y = sample_regression(t, jax.random.fold_in(jax.random.PRNGKey(seed), INIT_KEY), 1, n)
-    return theory.sample_moments(X[0], Y[0])
-
-
-def build(cfg: RunConfig) -> Setup:
-    """Every seed's task and initial-sample statistics, and the Problem."""
-    dtype = jnp.float64 if cfg.train.dtype == "float64" else jnp.float32
-    d, train_cfg = cfg.data, cfg.train
-    model = SoftmaxRegressor(d.d, d.p, cfg.model.init_std)
-    seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
-    base = {s: make_regression_task(d, s) for s in seeds}
-    stats = {s: initial_sample(base[s], s, d.n) for s in seeds}
-    tasks = [GoelTask(*base[s], stats[s][0], np.linalg.inv(stats[s][0]), stats[s][1]) for s in seeds]
-    tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks)
-    keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
-    lam = train_cfg.regularizer
-
-    def init(task: GoelTask, key):
-        if cfg.model.init == "spectral":
-            A, B = theory.theta_star(task.M_hat, task.sigma_hat)
-            return {"A": A, "B": B}
-        return model.init(key, dtype)
-
-    def sample(task: GoelTask, key):
-        if train_cfg.oracle == "population":  # the exact oracle needs the law, not a sample
-            return task.sigma, task.M
-        X, Y = sample_regression(RegressionTask(task.sigma, task.sigma_sqrt, task.M, task.noise_std), key,
-                                 train_cfg.batch, d.n, noise=False)
-        return X, Y
-
-    def loss(params, batch):
-        A, B = params["A"], params["B"]
-        if train_cfg.oracle == "population":  # Q(θ) − L*
-            sigma, M = batch
-            return theory.excess_loss(A, B, M, sigma) + lam * theory.regulariser(A, B, sigma)
-        X, Y = batch  # L̂ + λR̂ (label noise integrated out: the same expected gradient, less variance)
-        out = model.empirical_loss(params, X, Y)
-        return out + lam * model.empirical_regulariser(params, X) if lam else out
-
-    def evaluate(params, task: GoelTask, test):
-        A, B = params["A"], params["B"]
-        return {"excess_loss": theory.excess_loss(A, B, task.M, task.sigma),
-                "regulariser": theory.regulariser(A, B, task.sigma),
-                "p_distance": theory.project(A, B, task.M, task.sigma).distance}
-
-    def opt(task: GoelTask):
-        return build_optimizer(train_cfg, precondition=precondition(task.sigma_hat_inv) if train_cfg.precondition else None)
-
-    problem = Problem(init=init, sample=sample, loss=loss, evaluate=evaluate, seed_map="vmap")
-    return Setup(problem, opt, tasks, keys, seeds, [theory.assumptions(base[s].M, base[s].sigma) for s in seeds])
 
 
 class Method(NamedTuple):
@@ -169,8 +89,7 @@ def summarise_point(label: str, method: Method, pcfg: RunConfig, lr: float, seed
         _, dist = curve(hist, "p_distance", i)
         rate = theory.fit_rate(steps, dist)
         tail = excess[len(excess) * 3 // 4:]  # the floor: mean over the last quarter of the logged curve
-        out_seeds.append({"seed": seed, "status": "diverged" if i in hist.diverged_at else "finished",
-                          "diverged_at": hist.diverged_at.get(i), "initial_excess": float(excess[0]),
+        out_seeds.append({"initial_excess": float(excess[0]),
                           "final_excess": float(excess[-1]), "floor": float(np.mean(tail)),
                           "final_p_distance": float(dist[-1]),
                           "steps_to_target": theory.steps_to(steps, excess, TARGET),
@@ -192,91 +111,70 @@ def summarise_point(label: str, method: Method, pcfg: RunConfig, lr: float, seed
             "final_p_distance": float(np.mean([s["final_p_distance"] for s in out_seeds]))}
 
 
-def _better(a: GoelPoint, b: GoelPoint) -> bool:
+def _tuning_key(steps_to_target: int | None, final_excess: float) -> tuple:
     """Tuning order: reaches the target sooner; else lower final excess loss (a diverged setting last)."""
-    def key(p):
-        final = p.final_excess if np.isfinite(p.final_excess) else np.inf
-        return p.steps_to_target is None, p.steps_to_target or 0, final
-
-    return key(a) < key(b)
+    return steps_to_target is None, steps_to_target or 0, final_excess if np.isfinite(final_excess) else np.inf
 
 
-def stack(setups: list[Setup]) -> Setup:
-    """Several runs' setups on one seed axis: one program for runs that differ only in ``GROUP_FIELDS``."""
-    cat = lambda *xs: jnp.concatenate(xs)  # noqa: E731
-    return setups[0]._replace(tasks=jax.tree.map(cat, *(s.tasks for s in setups)), keys=cat(*(s.keys for s in setups)),
-                              seeds=[x for s in setups for x in s.seeds],
-                              assumptions=[a for s in setups for a in s.assumptions])
+def _better(a: GoelPoint, b: GoelPoint) -> bool:
+    return _tuning_key(a.steps_to_target, a.final_excess) < _tuning_key(b.steps_to_target, b.final_excess)
 
 
-def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, ...]) -> dict[str, Any]:
+def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, ...]) -> Trained:
     return run_group([cfg], [rd], reporter, methods)[0]
 
 
 def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter,
-              methods: tuple[Method, ...]) -> list[dict[str, Any]]:
+              methods: tuple[Method, ...]) -> list[Trained]:
     """Train every (grid point × method) of runs that differ only in ``GROUP_FIELDS`` (one run, or a sweep's
-    job: the runs stacked on the seed axis); a method's learning rates are the trainer's learning-rate axis."""
-    t0 = time.time()
+    job: the runs stacked on the seed axis); a method's learning rates are the trainer's learning-rate axis, the
+    best one marked ``tuned_best`` and the others ``tuning`` (their divergence is a tuning result)."""
     cfg, runs = cfgs[0], range(len(cfgs))
-    checks: list[list[dict]] = [[] for _ in runs]
 
     def jobs():
         for glabel, gover in grid_points(cfg):
             for method in methods:
                 pcfgs = [with_overrides(c, {**gover, **method.overrides}) for c in cfgs]
                 setups = [build(c) for c in pcfgs]
-                for m in runs:
-                    checks[m] += [a for a in setups[m].assumptions if a not in checks[m]]
                 data = stack(setups) if len(cfgs) > 1 else setups[0]
                 name = ", ".join(x for x in (glabel, method.name) if x)
                 labels = [name + f" (lr={lr:g})" for lr in method.lrs] or [name]
                 # slots: rate-major, then the runs' seeds in order — one target per (rate, run)
-                targets = [(m, label, setups[m].seeds) for label in labels for m in runs]
+                targets = [Target(m, label, setups[m].seeds) for label in labels for m in runs]
                 untuned_stack = not method.lrs and len(cfgs) > 1  # each run's slots at its own train.lr
                 slot_lrs = [c.train.lr for c, s in zip(pcfgs, setups) for _ in s.seeds] if untuned_stack else None
 
                 def summarise(trained, wall, method=method, pcfgs=pcfgs, setups=setups, labels=labels, gover=gover):
-                    tuned: list[list[dict]] = [[] for _ in runs]
                     out = []
                     for ((g, label), m), (params, hist) in zip(itertools.product(enumerate(labels), runs), trained):
                         lr = method.lrs[g] if method.lrs else pcfgs[m].train.lr
-                        point = GoelPoint.model_validate({**summarise_point(
-                            label, method, pcfgs[m], lr, setups[m].seeds, hist, wall, setups[m].tasks, params),
-                            "grid": gover})
-                        tuned[m].append(point)
-                        out.append(point)
-                    for m in runs:
-                        if method.lrs:
-                            best = functools.reduce(lambda a, b: b if _better(b, a) else a, tuned[m])
-                            for p in tuned[m]:
-                                p.tuned_best = p is best
-                    return out
+                        out.append((m, {**summarise_point(label, method, pcfgs[m], lr, setups[m].seeds, hist, wall,
+                                                          setups[m].tasks, params),
+                                        "grid": gover, "assumptions": setups[m].assumptions}))
+                    for m in runs if method.lrs else ():
+                        mine = [p for mm, p in out if mm == m]
+                        best = min(mine, key=lambda p: _tuning_key(p["steps_to_target"], p["final_excess"]))
+                        for p in mine:
+                            p["tuned_best"], p["tuning"] = p is best, p is not best
+                    return [p for _, p in out]
 
-                yield Job(pcfgs[0], targets, data.problem, data.opt, data.tasks, None, data.keys, summarise,
-                          list(method.lrs) or None, slot_lrs,
+                yield Job(cfg=pcfgs[0], targets=targets, problem=data.problem, opt=data.opt, tasks=data.tasks,
+                          keys=data.keys, summarise=summarise, lrs=list(method.lrs) or None, slot_lrs=slot_lrs,
                           description=name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)")
 
-    out = []
-    for m, (points, rows) in enumerate(run_jobs(rds, reporter, jobs())):
-        warnings = sorted({w for a in checks[m] for w in a["warnings"]})
-        out.append(combine(cfgs[m], {"points": points, "assumptions": checks[m], "warnings": warnings,
-                                     "wall_s": time.time() - t0}, rows, rds[m]))
-    return out
+    return run_jobs(rds, reporter, jobs())
 
 
-def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> GoelResult:
-    """The recipe's summary (speed-up, slope, iterations by κ), figures, table and notes from its points —
-    a run's, or a sweep's gathered (:func:`icldyn.sweep.report`)."""
-    points = [GoelPoint.model_validate(p) for p in result["points"]]
-    # a learning rate that diverges while being tuned is a tuning result, not a failed run
-    out = {**result, "points": points, "target": TARGET,
-           "status": "finished" if all(s.status == "finished" for p in _shown(points) for s in p.seeds)
-           else "diverged"}
-    out.update(RECIPE_SUMMARIES.get(cfg.experiment, lambda c, p: {})(cfg, points))
-    res = GoelResult(**out)
+def combine(cfg: RunConfig, points: list[GoelPoint], rows: Rows, out: RunDir | None) -> GoelResult:
+    """The recipe's summary (speed-up, slope, iterations by κ), the paper's assumption checks, figures, table and
+    notes from its points — a run's, or a sweep's gathered (:func:`icldyn.sweep.report`)."""
+    checks = list({repr(a): a for p in points for a in p.assumptions}.values())
+    fields = {"points": points, "target": TARGET, "assumptions": checks,
+              "warnings": sorted({w for a in checks for w in a["warnings"]}),
+              **RECIPE_SUMMARIES.get(cfg.experiment, lambda c, p: {})(cfg, points)}
+    res = GoelResult(**fields)
     lines = headline(res)
-    return GoelResult(**out, figures=draw_figures(cfg, res, rows, rd), table=table(points), headline=lines,
+    return GoelResult(**fields, figures=draw_figures(cfg, res, rows, out), table=table(points), headline=lines,
                       report_lines=lines + report_lines(res))
 
 
@@ -399,14 +297,15 @@ GOEL_TRAIN = {"optimizer": "sgd", "lr": 20.0, "precondition": True, "regularizer
               "schedule": "constant", "clip": 0.0, "dtype": "float64", "batch": 50, "steps": 2000, "log_every": 5,
               "max_loss": 1e3}
 
-def _recipe(name: str, description: str, methods: tuple[Method, ...], defaults: dict, quick: dict) -> Experiment:
+def _recipe(name: str, description: str, methods: tuple[Method, ...], defaults: dict, quick: dict) -> Recipe:
     """A Goel recipe: every method of ``methods`` at every grid point, grouped runs stacked on the seed axis."""
-    return Experiment(name, "goel", description, functools.partial(run, methods=methods), result=GoelResult,
-                      group_runner=functools.partial(run_group, methods=methods), group_fields=GROUP_FIELDS,
-                      combine=combine, assumptions=assumptions_not_met, defaults=defaults, quick=quick)
+    return Recipe(name=name, paper="goel", description=description, runner=functools.partial(run, methods=methods),
+                  result=GoelResult, group_runner=functools.partial(run_group, methods=methods),
+                  group_fields=GROUP_FIELDS, combine=combine, assumptions=assumptions_not_met, defaults=defaults,
+                  quick=quick, losses=("excess_loss",), metric="excess_loss")
 
 
-RECIPES: list[Experiment] = [  # this module's recipes, in `icldyn list` order
+RECIPES: list[Recipe] = [  # this module's recipes, in `icldyn list` order
     _recipe("goel-convergence",
             "Algorithm 1 vs GD / tuned Adam / SGD and its ablations: excess loss and P-distance to S, fitted rate μ",
             CONVERGENCE_METHODS,

@@ -52,6 +52,7 @@ class GoelPoint(Point):
     initial_excess: float
     final_p_distance: float
     tuned_best: bool | None = None  # the best learning rate of a tuned method (None: not tuned)
+    assumptions: list[dict[str, Any]] = []  # per seed: the paper's assumption checks (theory.assumptions)
 
 
 class GoelResult(Result):

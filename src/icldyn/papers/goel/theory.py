@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
+from icldyn.components.softmax_regressor import regulariser as balancing_regulariser
 from icldyn.runtime import float64_module
 
 
@@ -41,10 +42,9 @@ def population_loss(A, B, M, sigma, noise_cov=None) -> jax.Array:
 
 
 def regulariser(A, B, sigma) -> jax.Array:
-    """R(θ) = ⅛‖Σ^½ D Σ^½‖²_F = ⅛ tr(DΣDΣ), D = AᵀA − BᵀΣB (SPEC §1.3; Σ̂ in place of Σ gives R̂)."""
-    D = A.T @ A - B.T @ sigma @ B
-    DS = D @ sigma
-    return 0.125 * jnp.sum(DS * DS.T)
+    """R(θ) = ⅛‖Σ^½ D Σ^½‖²_F = ⅛ tr(DΣDΣ), D = AᵀA − BᵀΣB (SPEC §1.3; Σ̂ in place of Σ gives R̂): the
+    regressor's balancing regulariser, in float64 on concrete values."""
+    return balancing_regulariser(A, B, sigma)
 
 
 def population_grads(A, B, M, sigma) -> tuple[jax.Array, jax.Array]:

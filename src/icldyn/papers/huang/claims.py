@@ -20,8 +20,8 @@ from icldyn.runner import execute, typed
 def huang_exact(K: int = 4, N: int = 9, prompts: int = 200_000) -> list[Claim]:
     """SPEC §2.3-2.4: the loss identity against Monte Carlo over prompts and w, and the exact engine's
     gradient against finite differences (float64, imbalanced p, random scores)."""
-    from icldyn.papers.huang.data import FeatureTask, sample_feature_prompts
-    from icldyn.papers.huang.model import SoftmaxICL
+    from icldyn.components.feature_attention import SoftmaxICL
+    from icldyn.components.features import FeatureTask, sample_feature_prompts
 
     rng = np.random.default_rng(0)
     p = np.array([0.4, 0.3, 0.2, 0.1])[:K]

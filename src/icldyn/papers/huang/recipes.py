@@ -10,7 +10,6 @@ expectation over feature counts (:mod:`icldyn.papers.huang.theory`); ``sampled``
 from __future__ import annotations
 
 import functools
-import time
 from typing import Any, NamedTuple
 
 import jax
@@ -18,104 +17,25 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from icldyn.config import RunConfig, with_overrides
-from icldyn.papers.huang import theory
-from icldyn.papers.huang.data import (
+from icldyn.components.feature_attention import SoftmaxICL
+from icldyn.components.features import (
     W_LAWS,
     FeatureTask,
     feature_probs,
-    make_feature_task,
     sample_feature_prompts,
     w_second_moment,
 )
+from icldyn.config import RunConfig, with_overrides
+from icldyn.papers.huang import theory
 from icldyn.papers.huang.figures import figures as draw_figures
-from icldyn.papers.huang.model import SoftmaxICL
+from icldyn.papers.huang.problem import FULL_B, Setup, build
 from icldyn.papers.huang.results import HuangPoint, HuangResult
-from icldyn.recipe import Experiment, Job, Reporter, Table, curve, grid_points, run_jobs
+from icldyn.recipe import Job, Recipe, Reporter, Rows, Table, Target, curve, grid_points, run_jobs
 from icldyn.store import RunDir
-from icldyn.train.loop import History, Problem
+from icldyn.train.loop import History
 from icldyn.train.optimizers import build_optimizer
 
 CONVERGED = 1e-3  # L_k below this counts as converged (the imbalanced claim)
-FULL_B = 8  # log every B_{k,n} up to this K; above it B_{k,1} and the mean of the others
-
-
-class HuangTask(NamedTuple):
-    V: jax.Array  # (d, K)
-    p: jax.Array  # (K,)
-    counts: jax.Array  # (M, K) count vectors of the population engine
-    weights: jax.Array  # (M,)
-
-
-class Setup(NamedTuple):
-    problem: Problem
-    tasks: HuangTask
-    keys: jax.Array
-    seeds: list[int]
-    exact: bool  # counts enumerated (True) or Monte Carlo over counts
-    tracked: list[int]  # features whose curves are logged
-
-
-def tracked_features(K: int) -> list[int]:
-    return list(range(K)) if K <= FULL_B else [0, 1, K - 1]
-
-
-def metrics_of(s, nu, task: HuangTask, tracked: list[int]) -> dict[str, jax.Array]:
-    """Exact population metrics of scores s: loss, and per tracked feature A_k, B_{k,n}, E[Attn_k], L_k."""
-    K = s.shape[0]
-    Lk = theory.per_query_loss(s, task.counts, task.weights, nu)
-    att = theory.expected_attention(s, task.counts, task.weights)
-    out = {"loss": task.p @ Lk, "attn_mean": jnp.mean(att), "attn_min": jnp.min(att)}
-    for k in tracked:
-        out[f"A{k}"], out[f"attn{k}"], out[f"L{k}"] = s[k, k], att[k], Lk[k]
-        if K <= FULL_B:
-            out.update({f"B{k}_{n}": s[k, n] for n in range(K) if n != k})
-        else:
-            if k != 0:
-                out[f"B{k}_0"] = s[k, 0]
-            rest = [n for n in range(K) if n not in (k, 0)]
-            out[f"B{k}_rest"] = jnp.mean(s[k, jnp.asarray(rest)])
-    return out
-
-
-def build(cfg: RunConfig) -> Setup:
-    dtype = jnp.float64 if cfg.train.dtype == "float64" else jnp.float32
-    d, K, N = cfg.data.d, cfg.data.features, cfg.data.n
-    seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
-    model = SoftmaxICL(d, cfg.model.train_value)
-    population = cfg.train.oracle == "population"
-    tasks, exact = [], True
-    for s in seeds:
-        ft = make_feature_task(cfg.data, s)
-        cs, exact = theory.count_set(ft.p, N, samples=cfg.train.count_samples, seed=s)
-        tasks.append(HuangTask(ft.V, ft.p, cs.counts, cs.weights))
-    tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks)
-    keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
-    tracked = tracked_features(K)
-
-    def init(task, key):
-        if population:  # GD from Q = 0 is GD on the scores from 0
-            params = {"s": jnp.zeros((K, K), dtype)}
-            return {**params, "nu": jnp.ones((), dtype)} if cfg.model.train_value else params
-        return model.init(dtype)
-
-    def sample(task: HuangTask, key):
-        if population:
-            return task.counts, task.weights, task.p
-        return sample_feature_prompts(FeatureTask(task.V, task.p), key, cfg.train.batch, N)
-
-    def loss(params, batch):
-        if population:
-            counts, weights, p = batch
-            return p @ theory.per_query_loss(params["s"], counts, weights, model.nu(params))
-        return model.loss(params, batch)
-
-    def evaluate(params, task, test):
-        s = params["s"] if population else theory.scores_of(params["Q"], task.V)
-        return metrics_of(s, model.nu(params), task, tracked)
-
-    problem = Problem(init=init, sample=sample, loss=loss, evaluate=evaluate, seed_map="vmap")
-    return Setup(problem, tasks, keys, seeds, exact, tracked)
 
 
 class Method(NamedTuple):
@@ -165,8 +85,7 @@ def summarise_point(label: str, method: Method, pcfg: RunConfig, setup: Setup, h
             eps = theory.epsilon_times(steps, loss, A, B, _optimal_loss(tuple(p), pcfg.data.n,
                                                                        pcfg.train.count_samples),
                                        len(p), pcfg.data.n, EPSILONS)
-        out_seeds.append({"seed": seed, "status": "diverged" if i in hist.diverged_at else "finished",
-                          "diverged_at": hist.diverged_at.get(i), "final_loss": float(loss[-1]),
+        out_seeds.append({"final_loss": float(loss[-1]),
                           "t_half": theory.first_step(steps, amean >= 0.5), "features": features,
                           "epsilon_times": eps})
     return {"point": label, "method": method.name, "oracle": pcfg.train.oracle, "K": pcfg.data.features,
@@ -215,9 +134,9 @@ def scaled_point(over: dict[str, Any], cfg: RunConfig, n_power: int = 3) -> dict
 
 
 def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, ...],
-        n_power: int | None = None) -> dict[str, Any]:
-    """Train every (grid point × method). ``n_power``: set N = K^n_power and d = K at each point."""
-    t0 = time.time()
+        n_power: int | None = None) -> HuangResult:
+    """Train every (grid point × method). ``n_power``: set N = K^n_power and d = K at each point. The result adds
+    what the points alone do not hold: the exact engine's tracking of Monte-Carlo GD, and huang-ood's tests."""
     hists: dict[str, History] = {}
     last: list = []  # the last trained parameters (huang-ood tests them)
 
@@ -237,11 +156,11 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
                     last[:] = [params]
                     return [{**summarise_point(label, method, pcfg, setup, hist, wall), "grid": gover}]
 
-                yield Job(pcfg, [(0, label, setup.seeds)], setup.problem, build_optimizer(pcfg.train), setup.tasks,
-                          None, setup.keys, summarise)
+                yield Job(cfg=pcfg, targets=[Target(0, label, setup.seeds)], problem=setup.problem,
+                          opt=build_optimizer(pcfg.train), tasks=setup.tasks, keys=setup.keys, summarise=summarise)
 
     [(points, rows)] = run_jobs([rd], reporter, jobs())
-    result = {"points": points, "wall_s": time.time() - t0}
+    result: dict[str, Any] = {}
     ex = [p for p in points if p["oracle"] == "population"]
     mc = [p for p in points if p["oracle"] == "sampled"]
     if ex and mc:
@@ -249,20 +168,19 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter, methods: tuple[Method, .
         result["speed_ratio"] = mc[0]["wall_s"] / ex[0]["wall_s"]
     if cfg.experiment == "huang-ood":
         result["ood"] = ood(cfg, last[0])
-    return combine(cfg, result, rows, rd)
+    return combine(cfg, points, rows, rd, **result)
 
 
-def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> HuangResult:
+def combine(cfg: RunConfig, points: list[HuangPoint], rows: Rows, out: RunDir | None, **found: Any) -> HuangResult:
     """The recipe's summary (phase scaling), figures, table and notes from its points — a run's, or a
-    sweep's gathered (:func:`icldyn.sweep.report`)."""
-    points = [HuangPoint.model_validate(p) for p in result["points"]]
-    out = {**result, "points": points,
-           "status": "finished" if all(s.status == "finished" for p in points for s in p.seeds) else "diverged"}
+    sweep's gathered (:func:`icldyn.sweep.report`); ``found``: the run's findings beyond its points."""
+    points = [HuangPoint.model_validate(p) for p in points]
+    fields = {**found, "points": points}
     if cfg.experiment == "huang-phase-scaling":
-        out.update(phase_scaling(points))
-    res = HuangResult(**out)
+        fields.update(phase_scaling(points))
+    res = HuangResult(**fields)
     lines = headline(res)
-    return HuangResult(**out, figures=draw_figures(cfg, res, rows, rd), table=table(points), headline=lines,
+    return HuangResult(**fields, figures=draw_figures(cfg, res, rows, out), table=table(points), headline=lines,
                        report_lines=lines + report_lines(res))
 
 
@@ -394,40 +312,40 @@ HUANG_MODEL = {"kind": "softmax_icl"}
 HUANG_TRAIN = {"optimizer": "sgd", "lr": 1.0, "schedule": "constant", "clip": 0.0, "dtype": "float64",
                "oracle": "population", "batch": 2048, "steps": 400, "log_every": 5, "max_loss": 1e3}
 
-RECIPES: list[Experiment] = []  # this module's recipes, in `icldyn list` order
-RECIPES.append(Experiment(
-    "huang-balanced", "huang",
-    "balanced features: A_k, B_{k,n}, E[Attn_k], L_k from Q = 0; exact engine vs Monte-Carlo GD (Thm 3.1)",
-    functools.partial(run, methods=(EXACT, MONTE_CARLO)), result=HuangResult,
-    combine=combine, assumptions=assumptions_not_met,
+RECIPES: list[Recipe] = []  # this module's recipes, in `icldyn list` order
+RECIPES.append(Recipe(
+    name="huang-balanced", paper="huang",
+    description="balanced features: A_k, B_{k,n}, E[Attn_k], L_k from Q = 0; exact engine vs Monte-Carlo GD (Thm 3.1)",
+    runner=functools.partial(run, methods=(EXACT, MONTE_CARLO)), result=HuangResult,
+    combine=combine, assumptions=assumptions_not_met, losses=("loss",), metric="loss",
     defaults={"seeds": 4, "data": {**HUANG_DATA, "features": 8, "d": 8, "n": 512},
               "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 800, "batch": 1024}},
     quick={"data": HUANG_DATA, "train": {"steps": 300}},
 ))
-RECIPES.append(Experiment(
-    "huang-imbalanced", "huang",
-    "imbalanced features (p_1 = ½): the dominant feature converges first; four phases of the others (Thm 3.2)",
-    functools.partial(run, methods=(EXACT,)), result=HuangResult,
-    combine=combine, assumptions=assumptions_not_met,
+RECIPES.append(Recipe(
+    name="huang-imbalanced", paper="huang",
+    description="imbalanced features (p_1 = ½): the dominant feature converges first; four phases of the others (Thm 3.2)",
+    runner=functools.partial(run, methods=(EXACT,)), result=HuangResult,
+    combine=combine, assumptions=assumptions_not_met, losses=("loss",), metric="loss",
     defaults={"data": {**HUANG_DATA, "features": 32, "d": 32, "n": 4096, "p_dominant": 0.5},
               "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 25_000, "log_every": 20}},
     quick={"data": {"features": 8, "d": 8, "n": 512},
            "train": {"steps": 4500, "log_every": 10, "count_samples": 5000}},
 ))
-RECIPES.append(Experiment(
-    "huang-phase-scaling", "huang",
-    "phase-I length t_½ against K = 4…32 (N = K³): fitted exponent vs the O(K² log K / η) bound",
-    functools.partial(run, methods=(EXACT,), n_power=3), result=HuangResult,
+RECIPES.append(Recipe(
+    name="huang-phase-scaling", paper="huang",
+    description="phase-I length t_½ against K = 4…32 (N = K³): fitted exponent vs the O(K² log K / η) bound",
+    runner=functools.partial(run, methods=(EXACT,), n_power=3), result=HuangResult,
     combine=combine, derive=scaled_point, assumptions=assumptions_not_met,
     defaults={"grid": {"data.features": [4, 8, 16, 32]}, "data": HUANG_DATA, "model": HUANG_MODEL,
               "train": {**HUANG_TRAIN, "steps": 1600, "count_samples": 10_000}},
     quick={"grid": {"data.features": [4, 6, 8, 12, 16]}, "train": {"steps": 450}},
 ))
-RECIPES.append(Experiment(
-    "huang-ood", "huang",
-    "the trained model on task laws unseen in training (Rademacher, sphere, anisotropic, shifted)",
-    functools.partial(run, methods=(EXACT,)), result=HuangResult,
-    combine=combine, assumptions=assumptions_not_met,
+RECIPES.append(Recipe(
+    name="huang-ood", paper="huang",
+    description="the trained model on task laws unseen in training (Rademacher, sphere, anisotropic, shifted)",
+    runner=functools.partial(run, methods=(EXACT,)), result=HuangResult,
+    combine=combine, assumptions=assumptions_not_met, losses=("loss",), metric="loss",
     defaults={"data": HUANG_DATA, "model": HUANG_MODEL, "train": {**HUANG_TRAIN, "steps": 400}},
     quick={"train": {"steps": 300}},
 ))

@@ -10,7 +10,7 @@ import numpy as np
 from scipy import stats
 
 from icldyn.claims import Claim
-from icldyn.papers.linattn.data import covariates
+from icldyn.components.laws import covariates
 from icldyn.plugins import get
 from icldyn.recipe import Reporter
 from icldyn.runner import execute, typed

@@ -4,8 +4,6 @@ core's runner skeleton (:func:`icldyn.recipe.run_jobs`)."""
 from __future__ import annotations
 
 import dataclasses
-import time
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -13,13 +11,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from icldyn import plots
+from icldyn.components import laws as data
+from icldyn.components.linear_attention import LinearTransformer, Moments, gdpp_error, resolve_forward
 from icldyn.config import RunConfig, with_overrides
-from icldyn.papers.ahn import recipes as ahn_recipes
-from icldyn.papers.ahn.claims import gdpp_error
-from icldyn.papers.ahn.model import LinearTransformer, Moments, resolve_forward
-from icldyn.papers.ahn.results import AhnResult
-from icldyn.papers.linattn import data
-from icldyn.recipe import Experiment, Job, Point, Reporter, Result, Seed, Table, grid_points, run_jobs
+from icldyn.papers.linattn.results import LawPoint, LawResult, NoisePoint, NoiseResult
+from icldyn.recipe import Job, Recipe, Reporter, Rows, Table, Target, Trained, grid_points, run_jobs
 from icldyn.store import RunDir
 from icldyn.train.loop import Problem
 from icldyn.train.optimizers import build_optimizer
@@ -27,24 +23,10 @@ from icldyn.train.optimizers import build_optimizer
 TEST_KEY = 99  # the official notebooks' test seed
 
 
-class LawSeed(Seed):
-    test_loss: float
-
-
-class LawPoint(Point):
-    test_loss: float  # final, mean over finished seeds
-    test_loss_std: float
-    seeds: list[LawSeed]
-
-
-class LawResult(Result):
-    points: list[LawPoint]
-
-
 def model_of(cfg: RunConfig) -> LinearTransformer:
     m = cfg.model
     return LinearTransformer(cfg.data.d, m.layers, m.heads, m.parameterization, m.init_std,
-                             resolve_forward(m, cfg.data.d), getattr(cfg.train, "threads", 1), m.activation)
+                             resolve_forward(m, cfg.data.d), cfg.train.threads, m.activation)
 
 
 def landscape(model: LinearTransformer, params, test, hessian: bool = True) -> dict[str, jax.Array]:
@@ -139,14 +121,14 @@ def jobs(cfg: RunConfig, with_landscape: str | None = None):
         def summarise(trained, wall, label=label, over=over, seeds=seeds):
             [(_, hist)] = trained
             final = hist.metrics[-1]["test_loss"]
-            out = [{"seed": s, "test_loss": float(final[i]), "status": "diverged" if i in hist.diverged_at
-                    else "finished", "diverged_at": hist.diverged_at.get(i)} for i, s in enumerate(seeds)]
-            ok = [s["test_loss"] for s in out if s["status"] == "finished"]
-            return [{"point": label, "grid": over, "seeds": out, "test_loss": float(np.mean(ok)) if ok else np.nan,
+            ok = [float(final[i]) for i in range(len(seeds)) if i not in hist.diverged_at]
+            return [{"point": label, "grid": over, "seeds": [{"test_loss": float(x)} for x in final],
+                     "test_loss": float(np.mean(ok)) if ok else np.nan,
                      "test_loss_std": float(np.std(ok)) if ok else np.nan}]
 
-        yield Job(pcfg, [(0, label, seeds)], problem_of(pcfg, model, with_landscape), build_optimizer(pcfg.train),
-                  jnp.zeros(len(seeds)), tests, keys, summarise, description=label or cfg.experiment)
+        yield Job(cfg=pcfg, targets=[Target(0, label, seeds)], problem=problem_of(pcfg, model, with_landscape),
+                  opt=build_optimizer(pcfg.train), tasks=jnp.zeros(len(seeds)), tests=tests, keys=keys,
+                  summarise=summarise, description=label or cfg.experiment)
 
 
 def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
@@ -169,18 +151,18 @@ def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], r
     return plots.save(fig, rd, "loss")
 
 
-def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -> LawResult:
-    pts = [LawPoint.model_validate(p) for p in result["points"]]
-    status = "finished" if all(s.status == "finished" for p in pts for s in p.seeds) else "diverged"
+def combine(cfg: RunConfig, points: list[LawPoint], rows: Rows, out: RunDir | None) -> LawResult:
+    pts = [LawPoint.model_validate(p) for p in points]
+    status = LawResult(points=pts).seeds_status()
     def spread(p: LawPoint) -> str:
         v = [s.test_loss for s in p.seeds if s.status == "finished"] or [np.nan]
         return f"{np.median(v):.4g} ({min(v):.3g}–{max(v):.3g})"
 
     table = Table(columns=["point", "final test loss (mean ± sd)", "median (range) over seeds"],
                   rows=[[p.point or "—", f"{p.test_loss:.4g} ± {p.test_loss_std:.2g}", spread(p)] for p in pts])
-    figures = [loss_curves(cfg, pts, rows, rd)]
+    figures = [loss_curves(cfg, pts, rows, out)]
     if cfg.experiment in LANDSCAPE_FIGURES:
-        figures.append(LANDSCAPE_FIGURES[cfg.experiment](cfg, pts, rows, rd))
+        figures.append(LANDSCAPE_FIGURES[cfg.experiment](cfg, pts, rows, out))
     notes = ["Losses are E[(ŷ − y)²] with no ½ (official code), on each seed's fixed held-out prompts."]
     if status == "diverged" and cfg.model.layers > 3:  # measured: docs/results/linattn.md, More layers
         small = cfg.model.init_std <= 0.001 and cfg.train.dtype == "float64"
@@ -188,13 +170,11 @@ def combine(cfg: RunConfig, result: dict[str, Any], rows: dict[str, list], rd) -
             "at L = 8 this happens even from a small initialisation with gamma covariates (measured)." if small else
             "at L = 8 a small initialisation trains (model.init_std = 0.001, train.lr = 0.01, train.dtype = float64, "
             "train.max_loss = 1e300).") + " docs/results/linattn.md, More layers.")
-    return LawResult(**{**result, "points": pts}, figures=figures, status=status, table=table, report_lines=notes)
+    return LawResult(points=pts, figures=figures, table=table, report_lines=notes)
 
 
-def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> LawResult:
-    t0 = time.time()
-    [(points, rows)] = run_jobs([rd], reporter, jobs(cfg, LANDSCAPE.get(cfg.experiment)))
-    return combine(cfg, {"points": points, "wall_s": time.time() - t0}, rows, rd)
+def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> Trained:
+    return run_jobs([rd], reporter, jobs(cfg, LANDSCAPE.get(cfg.experiment)))[0]
 
 
 def _per_point(rows: dict[str, list], point: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -280,11 +260,11 @@ OFFICIAL = {"data": {"kind": "laws", "d": 5, "n": 20, "test_size": 1000},
             "train": {"lr": 0.02, "momentum": 0.9, "b1": 0.9, "b2": 0.9, "clip": 1.0, "clip_mode": "global",
                       "batch": 1000, "steps": 10_000, "log_every": 50, "max_loss": 1e20}}
 
-RECIPES = [Experiment(
-    "linattn-adam-vs-sgd", "linattn",
-    "Adam against SGD on an L-layer linear transformer, Gaussian and heavy-tailed (gamma) covariates (arXiv "
-    "2310.01082, plot_loss.ipynb)",
-    run, result=LawResult, combine=combine,
+RECIPES = [Recipe(
+    name="linattn-adam-vs-sgd", paper="linattn",
+    description="Adam against SGD on an L-layer linear transformer, Gaussian and heavy-tailed (gamma) covariates "
+    "(arXiv 2310.01082, plot_loss.ipynb)",
+    runner=run, result=LawResult, combine=combine,
     defaults={**OFFICIAL, "seeds": 6,
               "grid": {"data.covariates": ["normal", "gamma"], "train.optimizer": ["sgd", "adamw"]}},
     quick={"seeds": 2, "grid": {"data.covariates": ["normal"], "train.optimizer": ["sgd", "adamw"]},
@@ -292,8 +272,8 @@ RECIPES = [Experiment(
 )]
 
 
-RECIPES += [Experiment(
-    name, "linattn", description, run, result=LawResult, combine=combine,
+RECIPES += [Recipe(
+    name=name, paper="linattn", description=description, runner=run, result=LawResult, combine=combine,
     defaults={**OFFICIAL, "seeds": 6, "grid": {"data.covariates": ["normal", "gamma"],
                                                 "train.optimizer": ["sgd", "adamw"]},
               "train": {**OFFICIAL["train"], "log_every": 250}},
@@ -309,22 +289,6 @@ RECIPES += [Experiment(
 
 
 # ---------------------------------------------------------------- stochastic-gradient noise (plot_stochastic_noise)
-
-
-class NoisePoint(Point):
-    samples: int  # stochastic gradients drawn
-    batch: int
-    median: float  # of ‖g_B − ∇f‖
-    q999_over_median: float  # the 99.9th percentile over the median
-    gaussian_q999_over_median: float  # the same for Gaussian noise of the same covariance (the fit)
-    hill_tail_index: float  # Hill estimator α over the top √m norms (a Gaussian's norm has no power tail: α → ∞)
-    gaussian_hill_tail_index: float
-    kurtosis: float  # excess kurtosis of the norms
-    gaussian_kurtosis: float
-
-
-class NoiseResult(Result):
-    points: list[NoisePoint]
 
 
 def hill(x: np.ndarray, k: int) -> float:
@@ -364,29 +328,38 @@ def gradient_noise(cfg: RunConfig, params, key: jax.Array, samples: int, chunk: 
 
 
 def noise_run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> NoiseResult:
-    """The notebook's experiment at initialisation (every block N(0, init_std²)), per grid point: the distribution
-    of the stochastic-gradient noise norm against a Gaussian of the same covariance, its tail index and kurtosis."""
-    t0 = time.time()
+    """The notebook's experiment at initialisation (every block N(0, init_std²)), per grid point and seed: the
+    distribution of the stochastic-gradient noise norm (``train.steps`` minibatch gradients, one per "step")
+    against a Gaussian of the same covariance, its tail index and kurtosis; the statistics of a point pool its
+    seeds' norms. Nothing trains: each seed's initial parameters are saved."""
     rows: dict[str, list] = {k: [] for k in ("run_id", "point", "seed", "step", "metric", "value")}
-    points, figs = [], []
-    fig, axes = plt.subplots(1, len(grid_points(cfg)), figsize=(4.6 * len(grid_points(cfg)), 3.6), squeeze=False)
-    samples = cfg.train.steps  # one stochastic gradient per "step"
-    for ax, (label, over) in zip(axes[0], grid_points(cfg)):
+    points, arrays = [], {}
+    grid = grid_points(cfg)
+    fig, axes = plt.subplots(1, len(grid), figsize=(4.6 * len(grid), 3.6), squeeze=False)
+    samples = cfg.train.steps
+    for ax, (label, over) in zip(axes[0], grid):
         pcfg = with_overrides(cfg, over)
-        tick = reporter.start(label or cfg.experiment, 1)
+        seeds = list(range(pcfg.seed, pcfg.seed + pcfg.seeds))
+        tick = reporter.start(label or cfg.experiment, len(seeds))
         model = model_of(pcfg)
-        params = model.init(key=jax.random.fold_in(jax.random.PRNGKey(pcfg.seed), 0),
-                            dtype=jnp.dtype(pcfg.train.dtype))
-        norms, gauss = gradient_noise(pcfg, params, jax.random.fold_in(jax.random.PRNGKey(pcfg.seed), 1), samples)
-        tick(1, {})
+        all_norms, all_gauss, per_seed = [], [], []
+        for j, seed in enumerate(seeds):
+            params = model.init(key=jax.random.fold_in(jax.random.PRNGKey(seed), 0), dtype=jnp.dtype(pcfg.train.dtype))
+            norms, gauss = gradient_noise(pcfg, params, jax.random.fold_in(jax.random.PRNGKey(seed), 1), samples)
+            tick(j + 1, {})
+            all_norms.append(norms)
+            all_gauss.append(gauss)
+            per_seed.append({"seed": seed, "status": "finished", **noise_stats(norms)})
+            prefix = f"{label}/" if label else ""
+            arrays.update({f"{prefix}seed{seed}/{k}": np.asarray(v) for k, v in params.items()})
+            for i, v in enumerate(norms):
+                for k, x in (("run_id", rd.run_id), ("point", label), ("seed", seed), ("step", i),
+                             ("metric", "noise_norm"), ("value", float(v))):
+                    rows[k].append(x)
+        norms, gauss = np.concatenate(all_norms), np.concatenate(all_gauss)
         emp, fit = noise_stats(norms), noise_stats(gauss)
         points.append({"point": label, "grid": over, "samples": samples, "batch": pcfg.train.batch, **emp,
-                       **{f"gaussian_{k}": v for k, v in fit.items() if k != "median"},
-                       "seeds": [{"seed": pcfg.seed}]})
-        for i, v in enumerate(norms):
-            for k, x in (("run_id", rd.run_id), ("point", label), ("seed", pcfg.seed), ("step", i),
-                         ("metric", "noise_norm"), ("value", float(v))):
-                rows[k].append(x)
+                       **{f"gaussian_{k}": v for k, v in fit.items() if k != "median"}, "seeds": per_seed})
         bins = np.linspace(0, np.quantile(np.r_[norms, gauss], 0.999), 60)
         ax.hist(norms, bins, density=True, alpha=0.6, label="stochastic gradient noise")
         ax.hist(gauss, bins, density=True, histtype="step", color="k", label="Gaussian, same covariance")
@@ -394,25 +367,30 @@ def noise_run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> NoiseResult:
                f"tail index {emp['hill_tail_index']:.1f} (Gaussian {fit['hill_tail_index']:.1f})")
         ax.legend(fontsize=7)
     fig.suptitle(f"{cfg.experiment}: L = {cfg.model.layers}, d = {cfg.data.d}, n = {cfg.data.n}, batch "
-                 f"{cfg.train.batch}, {samples} gradients at initialisation", fontsize=9)
-    figs.append(plots.save(fig, rd, "noise"))
+                 f"{cfg.train.batch}, {samples} gradients at initialisation, {cfg.seeds} seed(s)", fontsize=9)
+    figures = [plots.save(fig, rd, "noise")]
     rd.write_metrics(rows)
+    rd.write_params(arrays)
     pts = [NoisePoint.model_validate(p) for p in points]
     table = Table(columns=["point", "q99.9/median (Gaussian)", "tail index (Gaussian)", "kurtosis (Gaussian)"],
                   rows=[[p.point or "—", f"{p.q999_over_median:.2f} ({p.gaussian_q999_over_median:.2f})",
                          f"{p.hill_tail_index:.1f} ({p.gaussian_hill_tail_index:.1f})",
                          f"{p.kurtosis:.1f} ({p.gaussian_kurtosis:.1f})"] for p in pts])
-    return NoiseResult(points=pts, figures=figs, status="finished", wall_s=time.time() - t0, table=table,
+    return NoiseResult(points=pts, figures=figures, table=table,
                        report_lines=["Noise ‖g_B − ∇f‖ of minibatch gradients at initialisation, ∇f on 100 batches "
                                      "(the notebook's estimate); the Gaussian has the minibatch gradients' "
                                      "covariance. Tail index: Hill's estimator over the top √m norms."])
 
 
-RECIPES.append(Experiment(
-    "linattn-noise", "linattn",
-    "stochastic-gradient noise of the linear transformer against a Gaussian fit, tail index, Gaussian and gamma "
-    "covariates (arXiv 2310.01082, plot_stochastic_noise.ipynb)",
-    noise_run, result=NoiseResult,
+# nothing trains: the optimiser's fields would be ignored, so setting one is refused
+UNTRAINED = ("train.optimizer", "train.lr", "train.b1", "train.b2", "train.weight_decay", "train.momentum",
+             "train.clip", "train.clip_mode", "train.schedule", "train.log_every", "train.max_loss")
+
+RECIPES.append(Recipe(
+    name="linattn-noise", paper="linattn",
+    description="stochastic-gradient noise of the linear transformer against a Gaussian fit, tail index, Gaussian "
+    "and gamma covariates (arXiv 2310.01082, plot_stochastic_noise.ipynb); train.steps: the gradients drawn",
+    runner=noise_run, result=NoiseResult, ignores=UNTRAINED,
     defaults={**OFFICIAL, "grid": {"data.covariates": ["normal", "gamma"]}, "seed": 1,
               "train": {**OFFICIAL["train"], "steps": 10_000}},
     quick={"train": {"steps": 500}},
@@ -425,40 +403,45 @@ RECIPES.append(Experiment(
 # loss curves, Dist(Σ½A_ℓΣ½, I), Dist(A_ℓ, I) and Dist(B_ℓ, I) along training, and heat maps of the final weights.
 # The notebooks' batch is 20 000 prompts; quick runs use ahn's quick training (fresh batches of 500, Adam, cosine).
 
-ROTATION = {"data": ahn_recipes.OFFICIAL_DATA, "model": {"kind": "linear_attention", "layers": 3, "init_std": 1e-4}}
-ROTATION_QUICK = {"seeds": 1, "data": ahn_recipes.QUICK_DATA, "model": {"init_std": 1e-3},
-                  "train": {**ahn_recipes.QUICK_TRAIN, "steps": 3000}}
-_ahn_runner = {"result": AhnResult, "group_runner": ahn_recipes.run_group, "group_fields": ahn_recipes.GROUP_FIELDS,
-               "combine": ahn_recipes.combine}
+# The official code's training set-up and law (as the ahn plug-in's paper-size recipes), and its quick sizes.
+OFFICIAL_TRAIN = {"optimizer": "adamw", "b1": 0.99, "b2": 0.9, "clip": 0.01, "clip_mode": "per_matrix",
+                  "schedule": "step", "batch": 20_000, "log_every": 200}
+OFFICIAL_DATA = {"kind": "prompts", "d": 5, "n": 20, "covariance": "official", "w_prior": "inverse_covariance",
+                 "resample_every": 100}
+QUICK_TRAIN = {"optimizer": "adam", "b1": 0.9, "b2": 0.999, "clip": 1.0, "clip_mode": "global",
+               "schedule": "cosine", "lr": 0.05, "steps": 3000, "batch": 500, "log_every": 100}
+ROTATION = {"data": OFFICIAL_DATA, "model": {"kind": "linear_attention", "layers": 3, "init_std": 1e-4}}
+ROTATION_QUICK = {"seeds": 1, "data": {"resample_every": 1, "test_size": 20_000}, "model": {"init_std": 1e-3},
+                  "train": {**QUICK_TRAIN, "steps": 3000}}
+# the runner, result type, figures and sweeps of the installed recipe ahn-structure (the ahn plug-in's linear
+# transformer on Gaussian prompts), resolved through the registry
+ON_PROMPTS = {"base": "ahn-structure", "paper": "linattn"}
 
 RECIPES += [
-    Experiment(
-        "linattn-rotation-adam", "linattn",
-        "AdamW on a rotated problem: Σ½A_ℓΣ½ and B_ℓ become scaled identities, A_ℓ itself does not (arXiv "
+    Recipe(
+        name="linattn-rotation-adam", **ON_PROMPTS,
+        description="AdamW on a rotated problem: Σ½A_ℓΣ½ and B_ℓ become scaled identities, A_ℓ itself does not (arXiv "
         "2310.01082, rotation demonstration-Adam.ipynb; relaxed L = 3, lr 0.1 halved every 4000 steps, 100 000 "
         "steps, 5 seeds: ahn-theorem4's run)",
-        ahn_recipes.run, **_ahn_runner,
         defaults={**ROTATION, "seeds": 5, "model": {**ROTATION["model"], "parameterization": "relaxed"},
-                  "train": {**ahn_recipes.OFFICIAL_TRAIN, "lr": 0.1, "decay_every": 4000, "steps": 100_000,
+                  "train": {**OFFICIAL_TRAIN, "lr": 0.1, "decay_every": 4000, "steps": 100_000,
                             "log_every": 1000}},
         quick={**ROTATION_QUICK, "model": {**ROTATION_QUICK["model"], "parameterization": "relaxed"},
                "train": {**ROTATION_QUICK["train"], "steps": 8000, "batch": 1000}}),
-    Experiment(
-        "linattn-rotation-p0", "linattn",
-        "AdamW on a rotated problem with P = 0 (sparse, preconditioned GD): Σ½A_ℓΣ½ → I, A_ℓ not (arXiv 2310.01082, "
+    Recipe(
+        name="linattn-rotation-p0", **ON_PROMPTS,
+        description="AdamW on a rotated problem with P = 0 (sparse, preconditioned GD): Σ½A_ℓΣ½ → I, A_ℓ not (arXiv 2310.01082, "
         "rotation demonstration-Adam-p0.ipynb; lr 0.02 halved every 2000 steps, 30 000 steps, 5 seeds: ahn-structure's "
         "sparse run)",
-        ahn_recipes.run, **_ahn_runner,
         defaults={**ROTATION, "seeds": 5, "model": {**ROTATION["model"], "parameterization": "sparse"},
-                  "train": {**ahn_recipes.OFFICIAL_TRAIN, "lr": 0.02, "decay_every": 2000, "steps": 30_000}},
+                  "train": {**OFFICIAL_TRAIN, "lr": 0.02, "decay_every": 2000, "steps": 30_000}},
         quick={**ROTATION_QUICK, "model": {**ROTATION_QUICK["model"], "parameterization": "sparse"}}),
-    Experiment(
-        "linattn-rotation-lbfgs", "linattn",
-        "L-BFGS (memory 600, step 0.1, no line search) on one fixed batch of a rotated problem: the same scaled "
+    Recipe(
+        name="linattn-rotation-lbfgs", **ON_PROMPTS,
+        description="L-BFGS (memory 600, step 0.1, no line search) on one fixed batch of a rotated problem: the same scaled "
         "identities (arXiv 2310.01082, rotation demonstration-LBFGS.ipynb: 2000 steps of 4 L-BFGS iterations = "
         "8000 iterations, 3 seeds)",
-        ahn_recipes.run, **_ahn_runner,
-        defaults={**ROTATION, "seeds": 3, "data": {**ahn_recipes.OFFICIAL_DATA, "resample_every": 8000},
+        defaults={**ROTATION, "seeds": 3, "data": {**OFFICIAL_DATA, "resample_every": 8000},
                   "model": {**ROTATION["model"], "parameterization": "relaxed"},
                   "train": {"optimizer": "lbfgs", "lbfgs_memory": 600, "lr": 0.1, "clip": 0.0, "batch": 20_000,
                             "steps": 8000, "log_every": 80}},

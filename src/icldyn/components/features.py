@@ -1,4 +1,4 @@
-"""Feature-token prompts (Huang, Cheng, Liang; SPEC §2.1).
+"""Feature-token prompts, the data law ``data.kind = "features"`` (Huang, Cheng, Liang, arXiv 2310.05249 §2).
 
 K orthonormal features v_1…v_K ∈ R^d (d ≥ K); every token x_i (i ≤ N) and the query x_q is v_k with
 probability p_k; w ~ N(0, I_d); y_i = ⟨w, x_i⟩. Balanced: p_k = 1/K; imbalanced: p_1 given, the others
@@ -7,13 +7,43 @@ equal. The feature counts c ~ Multinomial(N, p) are all a prompt's tokens contri
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from pydantic import Field, model_validator
 
-from icldyn.papers.huang.config import FeaturesData
+from icldyn.config import DataSection, PositiveList
+
+
+class FeaturesData(DataSection):
+    """n tokens and a query drawn from K orthonormal features v_k with probabilities p_k, w ~ N(0, I_d)."""
+
+    kind: Literal["features"] = Field("features", description="n tokens and a query from K orthonormal features v_k "
+                                      "with probabilities p_k, w ~ N(0, I_d)")
+    features: int = Field(4, ge=1, le=256, description="number of orthonormal features K (≤ d)")
+    feature_basis: Literal["standard", "random"] = Field(
+        "standard", description="v_k = e_k, or the first K columns of a seeded random orthogonal matrix")
+    p_dominant: float | None = Field(
+        None, gt=0.0, lt=1.0, description="imbalanced law p_1 = p_dominant, p_k = (1 − p_1)/(K − 1) (Thm 3.2); "
+        "unset: balanced p_k = 1/K (Thm 3.1)")
+    feature_probs: PositiveList = Field(
+        None, description="explicit p_1…p_K (positive, summing to 1); overrides p_dominant")
+
+
+    @model_validator(mode="after")
+    def _shapes(self) -> FeaturesData:
+        if self.features > self.d:
+            raise ValueError(f"data.features = {self.features} exceeds data.d = {self.d}: K orthonormal features "
+                             "need K ≤ d")
+        if self.feature_probs is not None:
+            if len(self.feature_probs) != self.features:
+                raise ValueError(f"data.feature_probs has {len(self.feature_probs)} entries but data.features = "
+                                 f"{self.features}")
+            if abs(sum(self.feature_probs) - 1.0) > 1e-9:
+                raise ValueError(f"data.feature_probs must sum to 1, got {sum(self.feature_probs):.6g}")
+        return self
 
 
 class FeatureTask(NamedTuple):

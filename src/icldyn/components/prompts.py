@@ -1,25 +1,79 @@
-"""Gaussian in-context linear-regression prompts (Ahn et al. 2023, §2; SPEC §3.1).
+"""Gaussian in-context linear-regression prompts: the data law ``data.kind = "prompts"`` and the Gaussian
+covariates every Gaussian law shares (arXiv 2306.00297 §2 and the official LinearTransformer code).
 
 .. math::
     x^{(i)} \\sim N(0, Σ),\\quad w^* \\sim N(0, Ω_w),\\quad y^{(i)} = ⟨w^*, x^{(i)}⟩ + σ ε_i,
     \\qquad Z_0 = \\begin{bmatrix} x^{(1)} & \\cdots & x^{(n)} & x^{(n+1)} \\\\
                                    y^{(1)} & \\cdots & y^{(n)} & 0 \\end{bmatrix}
 
-with Ω_w = I_d (Theorem 1) or Ω_w = Σ⁻¹ (Theorems 3-4 and the paper's experiments).
-
-References:
-    Ahn, Cheng, Daneshmand, Sra, https://arxiv.org/abs/2306.00297, §2 and the official code.
+with Ω_w = I_d (Theorem 1 of arXiv 2306.00297) or Ω_w = Σ⁻¹ (its Theorems 3-4 and experiments). Held-out prompts
+follow one key convention (:data:`TEST_KEY`, :data:`VAL_KEY`, :func:`held_out`): the official code's test and
+validation seeds, folded into each seed's key.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from pydantic import Field, model_validator
 
-from icldyn.papers.ahn.config import GaussianCovariates, PromptsData
+from icldyn.config import DataSection, PositiveList
+
+
+class GaussianCovariates(DataSection):
+    """Covariates x ~ N(0, Σ) and label noise: the fields of every Gaussian law (the prompts here, the
+    fixed-regression law of :mod:`icldyn.components.regression`)."""
+
+    covariance: Literal["identity", "eigenvalues", "condition", "official"] = Field(
+        "identity",
+        description="Σ: identity; `eigenvalues` (with a seeded random rotation); `condition` "
+        "(eigenvalues geometric from 1 to 1/condition_number, rotated); `official` "
+        "(the official code's eigenvalues {1, 1, 1/4, 1/16, 1}, d = 5, new rotation per seed)",
+    )
+    eigenvalues: PositiveList = Field(None, description="eigenvalues of Σ (covariance = eigenvalues)")
+    condition_number: float = Field(16.0, ge=1.0, description="κ(Σ) for covariance = condition")
+    noise_std: float = Field(0.0, ge=0.0, description="label noise σ: y = wᵀx + σ ε (regression: Ω = σ² I_p)")
+
+
+    @model_validator(mode="after")
+    def _covariance(self) -> GaussianCovariates:
+        if self.covariance == "eigenvalues":
+            if self.eigenvalues is None:
+                raise ValueError("covariance = 'eigenvalues' needs data.eigenvalues (a list of d positive floats)")
+            if len(self.eigenvalues) != self.d:
+                raise ValueError(f"data.eigenvalues has {len(self.eigenvalues)} entries but data.d = {self.d}")
+        if self.covariance == "official" and self.d != 5:
+            raise ValueError(f"data.covariance = 'official' is defined for d = 5 only, got data.d = {self.d}")
+        if self.eigenvalues is not None and self.covariance != "eigenvalues":
+            raise ValueError(f"data.eigenvalues applies to data.covariance = 'eigenvalues' only, not "
+                             f"{self.covariance!r}")
+        if self.condition_number != 16.0 and self.covariance != "condition":
+            raise ValueError(f"data.condition_number applies to data.covariance = 'condition' only, not "
+                             f"{self.covariance!r}")
+        return self
+
+
+class PromptsData(GaussianCovariates):
+    """A fresh task w ~ N(0, Ω_w) per prompt, n examples and a query (arXiv 2306.00297 §2)."""
+
+    kind: Literal["prompts"] = Field("prompts", description="a fresh task w ~ N(0, Ω_w) per prompt, n examples + a "
+                                     "query")
+    w_prior: Literal["identity", "inverse_covariance"] = Field(
+        "inverse_covariance",
+        description="task prior: w ~ N(0, I_d) (Thm 1) or w ~ N(0, Σ⁻¹) (Thms 3-4, the paper's experiments)",
+    )
+    test_size: int = Field(20_000, ge=1, description="prompts in the fixed held-out test set of each seed")
+    sampler: Literal["auto", "jax", "kernel"] = Field(
+        "auto",
+        description="training prompts of the linear transformer, the same draws either way (Philox4x32-10, "
+        "Box–Muller): kernel (C, CPU: drawn straight into moments for the moment forms, into prompt matrices for the "
+        "column forms); jax (its jax.numpy twin, any backend); auto: "
+        "kernel when the model runs the kernel forward",
+    )
+
 
 OFFICIAL_SQRT_EIGS = (1.0, 1.0, 0.5, 0.25, 1.0)  # D in x = U D g (official code); Σ = U D² Uᵀ
 
@@ -165,3 +219,17 @@ def prompt_matrix(p: Prompts) -> jax.Array:
     """Z_0 ∈ R^{(d+1)×(n+1)} per prompt, query label zeroed: shape (b, d+1, n+1)."""
     y_ctx = p.y.at[:, -1].set(0.0)
     return jnp.concatenate([jnp.swapaxes(p.X, 1, 2), y_ctx[:, None, :]], axis=1)
+
+
+TEST_KEY, VAL_KEY = 99, 999  # the official code's test and validation seeds
+
+
+def held_out_key(seed: int, which: int) -> jax.Array:
+    """The key of a seed's fixed held-out set (``which``: :data:`TEST_KEY` or :data:`VAL_KEY`)."""
+    return jax.random.fold_in(jax.random.PRNGKey(seed), which)
+
+
+def held_out(cfg: PromptsData, task: GaussianTask, seed: int, which: int, dtype) -> Prompts:
+    """A seed's fixed held-out prompts (``which``: TEST_KEY or VAL_KEY), ``cfg.test_size`` of them."""
+    t = jax.tree.map(lambda a: jnp.asarray(a, dtype), task)
+    return sample_prompts(t, key=held_out_key(seed, which), batch=cfg.test_size, n=cfg.n)

@@ -1,21 +1,47 @@
-"""The softmax self-attention regressor of Goel, Soltanolkotabi, Bartlett (SPEC §1.2-1.3).
+"""The softmax self-attention regressor (``model.kind = "softmax_regressor"``; Goel, Soltanolkotabi, Bartlett, §2).
 
 θ = (A ∈ R^{p×d}, B ∈ R^{d×d}). Over the n samples of a prompt (self included, no mask, no scaling),
 
     ŷ_i = A μ_i,   μ_i = Σ_j softmax_j(x_iᵀ B x_j) x_j,   L̂(θ) = (1/2n) Σ_i ‖ŷ_i − y_i‖²,
 
-and R̂ is the balancing regulariser R with the prompt's Σ̂ = (1/n) Σ_i x_i x_iᵀ (SPEC §1.3).
+and R̂ is the balancing regulariser R (:func:`regulariser`) with the prompt's Σ̂ = (1/n) Σ_i x_i x_iᵀ.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
-import optax
+from pydantic import Field
 
-from icldyn.papers.goel.theory import regulariser
+from icldyn.config import ModelSection, Section
+
+
+class SoftmaxRegressorTrain(Section):
+    oracle: Literal["sampled", "population"] = Field(
+        "sampled", description="gradients of the empirical loss on fresh prompts (sampled), or the exact gradient "
+        "of the population loss (population: the closed-form population loss; the softmax_icl engine: an expectation "
+        "over feature counts)")
+    regularizer: float = Field(
+        0.0, ge=0.0, description="weight of the balancing regulariser R̂ added to the loss (Algorithm 1: 1)")
+    precondition: bool = Field(
+        False, description="multiply the B-gradient by Σ̂⁻¹ of the initial sample, P̂⁻¹ = blockdiag(I_p, Σ̂⁻¹) "
+        "(Algorithm 1)")
+
+
+class SoftmaxRegressorModel(ModelSection):
+    """ŷ_i = A Σ_j softmax_j(x_iᵀBx_j) x_j, A ∈ R^{p×d}, B ∈ R^{d×d}."""
+
+    kind: Literal["softmax_regressor"] = Field("softmax_regressor", description="softmax self-attention regressor")
+    data_kinds = ("regression",)
+    train_fields = SoftmaxRegressorTrain
+    init: Literal["random", "spectral"] = Field(
+        "random", description="random: iid N(0, init_std²) entries; spectral: Algorithm 1's spectral "
+        "initialisation from one sample of n (OLS M̂, Σ̂)")
+    init_std: float = Field(1e-3, ge=0.0, description="std of the iid normal initialisation of every trained block")
+
 
 Params = dict[str, jax.Array]  # {"A": (p, d), "B": (d, d)}
 GROUP_ELEMENTS = 320_000  # attention weights per group of prompts in the loss (a cache-sized block)
@@ -57,18 +83,14 @@ class SoftmaxRegressor:
         return jnp.mean(jax.lax.map(group_loss, groups))
 
     def empirical_regulariser(self, params: Params, X: jax.Array) -> jax.Array:
-        """R̂ with each prompt's own Σ̂ (SPEC §1.6 notes), averaged over the batch."""
+        """R̂ with each prompt's own Σ̂, averaged over the batch."""
         sigma_hat = jnp.swapaxes(X, -1, -2) @ X / X.shape[-2]
         return jnp.mean(jax.vmap(lambda S: regulariser(params["A"], params["B"], S))(sigma_hat.reshape(-1, self.d,
                                                                                                       self.d)))
 
 
-def precondition(sigma_hat_inv: jax.Array) -> optax.GradientTransformation:
-    """Algorithm 1's preconditioner (Goel et al.; SPEC §1.6): the gradient of θ = (A, B) is multiplied by
-    P̂⁻¹ = blockdiag(I_p, Σ̂⁻¹), i.e. g_B ← Σ̂⁻¹ g_B, with Σ̂ from the initial sample. Chained before
-    ``optax.sgd(η)`` it gives θ_{t+1} = θ_t − η P̂⁻¹ Ẑ_t."""
-
-    def update(updates, state, params=None):
-        return {**updates, "B": sigma_hat_inv @ updates["B"]}, state
-
-    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+def regulariser(A, B, sigma) -> jax.Array:
+    """The balancing regulariser R(θ) = ⅛‖Σ^½ D Σ^½‖²_F = ⅛ tr(DΣDΣ), D = AᵀA − BᵀΣB (Σ̂ in place of Σ gives R̂)."""
+    D = A.T @ A - B.T @ sigma @ B
+    DS = D @ sigma
+    return 0.125 * jnp.sum(DS * DS.T)

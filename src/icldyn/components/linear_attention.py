@@ -1,4 +1,4 @@
-"""L-layer linear self-attention transformer (Ahn et al. 2023, eq. (3); SPEC §3.2-3.3).
+"""The L-layer linear self-attention transformer (``model.kind = "linear_attention"``; arXiv 2306.00297 eq. (3)).
 
 .. math::
     Z_{ℓ+1} = Z_ℓ + \\frac1n \\sum_h P_{ℓ,h} Z_ℓ M (Z_ℓ^⊤ Q_{ℓ,h} Z_ℓ),\\qquad
@@ -18,21 +18,67 @@ each layer maps every column by one matrix, z ← T_ℓ z with T_ℓ = I + Σ_h 
 after one pass over the prompt the cost is independent of n.
 
 References:
-    Ahn, Cheng, Daneshmand, Sra, https://arxiv.org/abs/2306.00297, eqs. (3), (8), (9), Lemma 1.
+    arXiv 2306.00297, eqs. (3), (8), (9), Lemma 1; the official LinearTransformer code's ``attention``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from pydantic import Field
 
-from icldyn.config import ConfigError
-from icldyn.papers.ahn import kernel
-from icldyn.papers.ahn.config import LinearAttentionModel
-from icldyn.papers.ahn.data import Prompts, prompt_matrix
+from icldyn.components import lsa_kernel as kernel
+from icldyn.components.prompts import Prompts, prompt_matrix
+from icldyn.config import ConfigError, ModelSection, RunConfig, Section
+
+KERNEL_DMAX = kernel.DMAX  # the C kernel's largest token dimension D = d + 1
+
+class LinearAttentionTrain(Section):
+    threads: int = Field(1, ge=1, le=256, description="CPU threads of the fused kernel (changes summation order)")
+
+
+class LinearAttentionModel(ModelSection):
+    """L-layer linear self-attention, eq. (3); parameterisations full, sparse (8), relaxed (9)."""
+
+    kind: Literal["linear_attention"] = Field("linear_attention", description="L-layer linear self-attention")
+    data_kinds = ("prompts",)
+    train_fields = LinearAttentionTrain
+    layers: int = Field(3, ge=1, le=64, description="number of layers L")
+    parameterization: Literal["full", "sparse", "relaxed"] = Field(
+        "full", description="full (P, Q free), sparse (eq. 8: preconditioned GD), relaxed (eq. 9: GD++)"
+    )
+    heads: int = Field(1, ge=1, le=64, description="attention heads per layer (their updates are summed)")
+    init_std: float = Field(1e-3, ge=0.0, description="std of the iid normal initialisation of every trained block")
+    forward: Literal["auto", "kernel", "moments", "columns"] = Field(
+        "auto",
+        description="kernel: fused C loss+gradient on a CPU (of the moment form for activation = 'linear', of the "
+        "column form for the others); moments: the exact (d+1)×(d+1) moment-matrix form in JAX (linear attention "
+        "only); columns: the literal column form of eq. (3) in JAX; auto: kernel where it compiles on a CPU "
+        "backend, else moments (linear) or columns (one line says why). An explicit kernel that cannot be built "
+        "here is refused. Every form draws the same prompts (data.sampler)",
+    )
+    activation: Literal["linear", "relu", "softmax", "softmax_masked"] = Field(
+        "linear",
+        description="the attention's activation σ(ZᵀQZ), as the official code's attention(P, Q, Z, activation): "
+        "linear (eq. 3); relu; softmax (over all n + 1 keys, the query's own score included, then the query key "
+        "masked, as the official code does); softmax_masked (the query's score excluded before normalising). "
+        "Every activation keeps eq. (3)'s 1/n",
+    )
+
+    def check(self, cfg: RunConfig) -> None:
+        if self.activation != "linear" and self.forward == "moments":
+            raise ValueError(f"model.forward = 'moments' holds for model.activation = 'linear' only, not "
+                             f"{self.activation!r}; allowed: model.forward = 'auto', 'kernel' or 'columns'")
+        if "kernel" in (self.forward, cfg.data.sampler) and cfg.data.d + 1 > KERNEL_DMAX:
+            raise ValueError(f"the C kernel takes data.d ≤ {KERNEL_DMAX - 1}, got data.d = {cfg.data.d}; allowed: "
+                             "model.forward and data.sampler = 'auto', or a JAX form")
+
+    def execution(self, cfg: RunConfig) -> dict:
+        return execution(cfg)
+
 
 Params = dict[str, jax.Array]
 
@@ -214,3 +260,45 @@ class LinearTransformer:
                 return kernel.attn_loss(P, Q, x.Z, x.yq, self.activation, self.threads)
             return kernel.loss(P, Q, x.S, x.zq, x.yq, self.threads, self.trained_entries())
         return jnp.mean(self.per_prompt_loss(params, x))
+
+
+def gdpp_error(As: jax.Array, Bs: jax.Array, S: jax.Array, h: jax.Array, xq: jax.Array, yq: jax.Array) -> jax.Array:
+    """ŷ − y_q of the relaxed (eq. 9) transformer in its d×d form (Bs: B_0 … B_{L−2}, empty for the
+    sparse eq. 8, where it is Lemma 1's preconditioned GD): per layer M_ℓ = I − B_ℓŜ_ℓA_ℓ,
+    o ← o − h_ℓᵀA_ℓx_q, x_q ← M_ℓx_q, h_{ℓ+1} = M_ℓ(h_ℓ − Ŝ_ℓA_ℓᵀh_ℓ), Ŝ_{ℓ+1} = M_ℓŜ_ℓM_ℓᵀ; ŷ = −o_L. Matrix-vector
+    products only, except Ŝ's update where a later layer reads it."""
+    mv = lambda M, v: jnp.einsum("bij,bj->bi", M, v) if M.ndim == 3 else v @ M.T  # noqa: E731
+    o = jnp.zeros_like(yq)
+    for ell, A in enumerate(As):
+        o = o - jnp.einsum("bi,bi->b", h, mv(A, xq))
+        if ell < len(Bs):  # M v = v − B Ŝ A v
+            M_of = lambda v, A=A, B=Bs[ell], S=S: v - mv(B, mv(S, mv(A, v)))  # noqa: E731
+            xq, h = M_of(xq), M_of(h - mv(S, h @ A))
+            if ell + 1 < len(Bs):
+                SA = jnp.einsum("bij,jk->bik", S, A)
+                M = jnp.eye(S.shape[-1]) - jnp.einsum("ij,bjk->bik", Bs[ell], SA)
+                S = jnp.einsum("bij,bjk,blk->bil", M, S, M)
+        else:  # B_ℓ = 0 from here (sparse, or the last layer): M_ℓ = I
+            h = h - mv(S, h @ A)
+    return -o - yq
+
+
+def resolve_sampler(cfg: RunConfig, form: str) -> str:
+    """Which sampler draws the training prompts: ``kernel`` (C) or ``jax`` (its pure-JAX twin, the same draws).
+    ``auto`` takes the C sampler exactly when the model runs the kernel forward."""
+    if cfg.data.sampler == "auto":
+        return "kernel" if form == "kernel" else "jax"
+    return cfg.data.sampler
+
+
+def execution(cfg: RunConfig) -> dict:
+    """What will run for ``cfg`` on this machine (summary.json's ``execution``); raises ConfigError where an
+    explicit ``model.forward = "kernel"`` or ``data.sampler = "kernel"`` cannot be honoured."""
+    if cfg.data.sampler == "kernel" and not kernel.available(cfg.data.d + 1):
+        raise ConfigError(f"data.sampler = 'kernel' cannot be honoured here: C kernel unavailable: "
+                          f"{kernel.status(cfg.data.d + 1).reason}; allowed: 'auto', 'jax' (the same draws)")
+    form = resolve_forward(cfg.model, cfg.data.d)
+    sampler = resolve_sampler(cfg, form)
+    k = kernel.status(cfg.data.d + 1)
+    return {"forward": form, "sampler": sampler, "kernel": k.as_dict(), "threads": cfg.train.threads,
+            "note": f"forward `{form}`, sampler `{sampler}`; C kernel {k.origin} ({k.reason}; compiler {k.compiler})"}

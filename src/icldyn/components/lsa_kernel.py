@@ -85,7 +85,7 @@ def cache_dir() -> Path:
 def source() -> Path | None:
     """The kernel's C source as a file (shipped as package data), or None where it is missing."""
     try:
-        path = Path(str(importlib.resources.files("icldyn.papers.ahn") / SOURCE_NAME))
+        path = Path(str(importlib.resources.files("icldyn.components") / SOURCE_NAME))
     except (ModuleNotFoundError, TypeError):
         return None
     return path if path.is_file() else None
@@ -316,7 +316,7 @@ def attn_value_and_grad_np(P: np.ndarray, Q: np.ndarray, Z: np.ndarray, y: np.nd
 def sample_moments_np(sigma_sqrt: np.ndarray, w_sqrt: np.ndarray, noise_std, key: np.ndarray, batch: int,
                       n: int, threads: int = 1, columns: bool = False) -> tuple[np.ndarray, ...]:
     """Fresh Gaussian prompts reduced to (Ŝ, z_q, y_q) as they are drawn (Philox4x32-10, Box-Muller):
-    the law of :func:`icldyn.papers.ahn.data.sample_prompts` followed by ``moments``. ``key``: (..., 2)
+    the law of :func:`icldyn.components.prompts.sample_prompts` followed by ``moments``. ``key``: (..., 2)
     uint32; leading axes (seeds) broadcast. ``columns``: the same prompts as (Z_0, y_q) instead, Z_0 the prompt
     matrix (…, batch, d+1, n+1) of ``data.prompt_matrix``."""
     dtype = np.float64 if sigma_sqrt.dtype == np.float64 else np.float32

@@ -1,4 +1,4 @@
-"""Ahn et al.'s setting as a trainer :class:`~icldyn.train.loop.Problem`: Gaussian prompts,
+"""Ahn et al.'s setting as a trainer :class:`~icldyn.train.loop.Problem` (built here, one place): Gaussian prompts,
 the linear transformer, and the paper's structure metrics."""
 
 from __future__ import annotations
@@ -9,13 +9,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn.config import ConfigError, RunConfig
-from icldyn.papers.ahn import kernel
-from icldyn.papers.ahn.data import GaussianTask, Prompts, make_task, sample_prompts, sample_prompts_philox
-from icldyn.papers.ahn.model import Columns, LinearTransformer, Moments, resolve_forward
+from icldyn.components import lsa_kernel as kernel
+from icldyn.components.linear_attention import Columns, LinearTransformer, Moments, resolve_sampler
+from icldyn.components.metrics import dist_to_identity_batched as dist_to_identity
+from icldyn.components.prompts import (
+    TEST_KEY,
+    VAL_KEY,
+    GaussianTask,
+    Prompts,
+    held_out,
+    make_task,
+    sample_prompts_philox,
+)
+from icldyn.config import RunConfig
 from icldyn.train.loop import Problem
-
-TEST_KEY, VAL_KEY = 99, 999  # the official code's test and validation seeds
 
 
 class Setup(NamedTuple):
@@ -27,13 +34,6 @@ class Setup(NamedTuple):
     val_prompts: list[Prompts]
     keys: jax.Array  # (seeds, 2) training keys
     seeds: list[int]
-
-
-def dist_to_identity(M: jax.Array) -> jax.Array:
-    """Dist(M, I) = ‖M − (tr M/d) I‖_F / ‖M‖_F, batched over leading axes (SPEC §3.5)."""
-    d = M.shape[-1]
-    off = M - jnp.trace(M, axis1=-2, axis2=-1)[..., None, None] / d * jnp.eye(d, dtype=M.dtype)
-    return jnp.linalg.norm(off, axis=(-2, -1)) / jnp.linalg.norm(M, axis=(-2, -1))
 
 
 def structure_metrics(model: LinearTransformer, params, task: GaussianTask) -> dict[str, jax.Array]:
@@ -52,36 +52,8 @@ def structure_metrics(model: LinearTransformer, params, task: GaussianTask) -> d
     return out
 
 
-def held_out(cfg: RunConfig, task: GaussianTask, seed: int, which: int, dtype) -> Prompts:
-    """A seed's fixed held-out prompts (``which``: TEST_KEY or VAL_KEY), ``data.test_size`` of them."""
-    key = jax.random.fold_in(jax.random.PRNGKey(seed), which)
-    t = jax.tree.map(lambda a: jnp.asarray(a, dtype), task)
-    return sample_prompts(t, key=key, batch=cfg.data.test_size, n=cfg.data.n)
-
-
 def _to_numpy(p: Prompts) -> Prompts:
     return Prompts(np.asarray(p.X, np.float64), np.asarray(p.y, np.float64))
-
-
-def resolve_sampler(cfg: RunConfig, form: str) -> str:
-    """Which sampler draws the training prompts: ``kernel`` (C) or ``jax`` (its pure-JAX twin, the same draws).
-    ``auto`` takes the C sampler exactly when the model runs the kernel forward."""
-    if cfg.data.sampler == "auto":
-        return "kernel" if form == "kernel" else "jax"
-    return cfg.data.sampler
-
-
-def execution(cfg: RunConfig) -> dict:
-    """What will run for ``cfg`` on this machine (summary.json's ``execution``); raises ConfigError where an
-    explicit ``model.forward = "kernel"`` or ``data.sampler = "kernel"`` cannot be honoured."""
-    if cfg.data.sampler == "kernel" and not kernel.available(cfg.data.d + 1):
-        raise ConfigError(f"data.sampler = 'kernel' cannot be honoured here: C kernel unavailable: "
-                          f"{kernel.status(cfg.data.d + 1).reason}; allowed: 'auto', 'jax' (the same draws)")
-    form = resolve_forward(cfg.model, cfg.data.d)
-    sampler = resolve_sampler(cfg, form)
-    k = kernel.status(cfg.data.d + 1)
-    return {"forward": form, "sampler": sampler, "kernel": k.as_dict(),
-            "note": f"forward `{form}`, sampler `{sampler}`; C kernel {k.origin} ({k.reason}; compiler {k.compiler})"}
 
 
 def build(cfg: RunConfig) -> Setup:
@@ -92,9 +64,9 @@ def build(cfg: RunConfig) -> Setup:
     tasks64 = [make_task(cfg.data, s) for s in seeds]
     tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks64)
 
-    tests_raw = [held_out(cfg, t, s, TEST_KEY, dtype) for t, s in zip(tasks64, seeds)]
+    tests_raw = [held_out(cfg.data, t, s, TEST_KEY, dtype) for t, s in zip(tasks64, seeds)]
     tests = jax.tree.map(lambda *xs: jnp.stack(xs), *[model.prepare(p) for p in tests_raw])
-    vals = [_to_numpy(held_out(cfg, t, s, VAL_KEY, dtype)) for t, s in zip(tasks64, seeds)]
+    vals = [_to_numpy(held_out(cfg.data, t, s, VAL_KEY, dtype)) for t, s in zip(tasks64, seeds)]
     keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
 
     c_sampler = resolve_sampler(cfg, model.form) == "kernel"

@@ -1,4 +1,5 @@
-"""Gaussian multi-output regression (Goel, Soltanolkotabi, Bartlett; SPEC §1.1).
+"""Gaussian multi-output regression, the data law ``data.kind = "regression"`` (the fixed-regression setting of
+softmax self-attention training: Goel, Soltanolkotabi, Bartlett, §2).
 
 .. math::
     x_i \\sim N(0, Σ) \\in R^d,\\quad y_i = M x_i + z_i,\\quad z_i \\sim N(0, σ^2 I_p),
@@ -10,13 +11,39 @@ singular values of MΣ^½.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import numpy as np
+from pydantic import Field, model_validator
 
-from icldyn.papers.ahn.data import make_covariance, sym_sqrt
-from icldyn.papers.goel.config import RegressionData
+from icldyn.components.prompts import GaussianCovariates, make_covariance, sym_sqrt
+from icldyn.config import PositiveList
+
+
+class RegressionData(GaussianCovariates):
+    """One fixed M ∈ R^{p×d} per seed, y = Mx + z; a prompt is n samples, each a query."""
+
+    kind: Literal["regression"] = Field("regression", description="one fixed M per seed, y = Mx + z, a prompt is n "
+                                        "samples, each a query")
+    p: int = Field(4, ge=1, le=256, description="response dimension p (the paper assumes p ≥ d)")
+    m_norm: float = Field(
+        0.05, gt=0.0, description="M is a seeded Gaussian matrix scaled to ‖MΣ^½‖_op = m_norm (the paper assumes "
+        "< 1/16)")
+    m_singular_values: PositiveList = Field(
+        None, description="the singular values of MΣ^½ (min(p, d) of them, seeded random singular vectors) instead "
+        "of a scaled Gaussian M")
+
+
+    @model_validator(mode="after")
+    def _shapes(self) -> RegressionData:
+        if self.p < self.d:
+            raise ValueError(f"data.p = {self.p} < data.d = {self.d}: the regression law needs p ≥ d "
+                             "(S and θ*(J) are defined for p ≥ d); allowed: data.p ≥ data.d")
+        if self.m_singular_values is not None and len(self.m_singular_values) != min(self.p, self.d):
+            raise ValueError(f"data.m_singular_values has {len(self.m_singular_values)} entries but "
+                             f"min(data.p, data.d) = {min(self.p, self.d)}")
+        return self
 
 
 class RegressionTask(NamedTuple):
