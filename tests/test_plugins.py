@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 DRIVER = r'''
@@ -84,9 +86,89 @@ def test_a_toy_plugin_installed_outside_src_runs_through_list_run_verify_and_swe
     assert "toy" not in papers()
 
 
-def test_the_core_names_no_paper():
-    """`grep -riE "ahn|goel|huang"` over src/icldyn outside papers/ finds nothing."""
-    hits = [f"{f.relative_to(ROOT)}:{i}: {line.strip()}" for f in (ROOT / "src" / "icldyn").rglob("*")
-            if f.is_file() and f.suffix in (".py", ".c", ".toml", ".md") and "papers" not in f.parts
-            for i, line in enumerate(f.read_text().splitlines(), 1) if re.search(r"ahn|goel|huang", line, re.I)]
+CORE = ROOT / "src" / "icldyn"
+PAPERS = sorted(p.name for p in (CORE / "papers").iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+
+def _core_files():
+    return [f for f in CORE.rglob("*") if f.is_file() and f.suffix in (".py", ".c", ".toml", ".md")
+            and "papers" not in f.relative_to(CORE).parts]
+
+
+def test_the_core_names_no_paper_recipe_or_paper_field():
+    """grep over src/icldyn outside papers/ (components included) finds no paper folder's name, no recipe name and no
+    field that only one paper's kinds declare."""
+    from icldyn.plugins import papers, recipes
+
+    names = "|".join([*PAPERS, *(re.escape(r) for r in recipes())])
+    hits = [f"{f.relative_to(ROOT)}:{i}: {line.strip()}" for f in _core_files()
+            for i, line in enumerate(f.read_text().splitlines(), 1) if re.search(rf"\b({names})\b", line, re.I)]
     assert not hits, hits
+    # outside the components, the core reads only the shared fields of its sections, never a kind's own
+    from icldyn.config import DataSection, ModelSection, TrainConfig
+
+    shared = {s: {*c.model_fields, *dir(c)} for s, c in (("data", DataSection), ("model", ModelSection),
+                                                      ("train", TrainConfig))}
+    pattern = r"\b(?:\w*cfg\w*|config|c|p)\.(data|model|train)\.([a-z_]+)|getattr\(\w+\.(data|model|train), \"(\w+)\""
+    reads = [f"{f.relative_to(ROOT)}:{i}: {m.group(0)}" for f in _core_files()
+             if f.suffix == ".py" and "components" not in f.relative_to(CORE).parts
+             for i, line in enumerate(f.read_text().splitlines(), 1) for m in re.finditer(pattern, line)
+             if (m.group(2) or m.group(4)) not in shared[m.group(1) or m.group(3)]]
+    assert not reads, reads
+
+
+def _imports(path: Path) -> set[str]:
+    """The icldyn modules ``path`` imports at run time (module level or in a function; not under TYPE_CHECKING)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)}
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("icldyn")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("icldyn"):
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(CORE.parent).with_suffix("")
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+
+def test_no_paper_imports_another_papers_folder():
+    for paper in PAPERS:
+        for f in (CORE / "papers" / paper).rglob("*.py"):
+            other = {m for m in _imports(f) if m.startswith("icldyn.papers.") and m.split(".")[2] != paper}
+            assert not other, f"{f.relative_to(ROOT)} imports {sorted(other)}"
+
+
+def test_the_cores_import_graph_has_no_circle():
+    files = {_module(f): f for f in CORE.rglob("*.py") if "papers" not in f.relative_to(CORE).parts}
+    graph = {m: {i for i in _imports(f) if i in files and i != m} for m, f in files.items()}
+    graph = {m: {i for i in deps if not m.startswith(i + ".")} for m, deps in graph.items()}  # a package's __init__
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in graph[m]:
+            assert state.get(n) != 1, "import circle: " + " → ".join([*path, m, n])
+            if n not in state:
+                visit(n, [*path, m])
+        state[m] = 2
+
+    for m in graph:
+        if m not in state:
+            visit(m, [])
+    # and the check finds one where there is one
+    graph["icldyn.config"] = graph["icldyn.config"] | {"icldyn.recipe"}
+    state.clear()
+    with pytest.raises(AssertionError, match="import circle"):
+        for m in graph:
+            if m not in state:
+                visit(m, [])

@@ -175,7 +175,8 @@ class Recipe:
         overrides = overrides or {}
         for key in self.ignores:
             section, _, name = key.partition(".")
-            if name in (overrides.get(section) or {}) or key in (overrides.get("grid") or {}):
+            given = name in (overrides.get(section) or {}) if name else section in overrides
+            if given or key in (overrides.get("grid") or {}):
                 raise ConfigError(f"{key} is not used by {self.name} (it trains nothing that reads it); remove it")
         # the overrides' grid axes replace the recipe's axes of the same name and keep the others; an empty list
         # drops an axis, an empty grid ({}: a sweep's target) all of them

@@ -47,7 +47,7 @@ typedef float vf32 __attribute__((vector_size(VBYTES), may_alias));
 typedef double vf64 __attribute__((vector_size(VBYTES), may_alias));
 
 /* ------------------------------------------------------------------------------------------------
- * Gaussian in-context prompts, reduced to moments as they are drawn (Ahn et al. section 2):
+ * Gaussian in-context prompts, reduced to moments as they are drawn (arXiv 2306.00297 section 2):
  *   w = Wsq g,  x_i = Ssq g_i,  y_i = <w, x_i> + sigma e_i  (i = 1..n+1),
  *   S = (1/n) sum_{i<=n} z_i z_i^T with z_i = [x_i; y_i],  zq = [x_{n+1}; 0],  yq = y_{n+1}.
  * Randomness: Philox4x32-10 (Salmon et al. 2011) keyed by (key0, key1) with counter

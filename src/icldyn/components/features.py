@@ -1,4 +1,4 @@
-"""Feature-token prompts, the data law ``data.kind = "features"`` (Huang, Cheng, Liang, arXiv 2310.05249 §2).
+"""Feature-token prompts, the data law ``data.kind = "features"`` (arXiv 2310.05249 §2).
 
 K orthonormal features v_1…v_K ∈ R^d (d ≥ K); every token x_i (i ≤ N) and the query x_q is v_k with
 probability p_k; w ~ N(0, I_d); y_i = ⟨w, x_i⟩. Balanced: p_k = 1/K; imbalanced: p_1 given, the others

@@ -1,5 +1,5 @@
-"""Gaussian multi-output regression, the data law ``data.kind = "regression"`` (the fixed-regression setting of
-softmax self-attention training: Goel, Soltanolkotabi, Bartlett, §2).
+"""Gaussian multi-output regression, the data law ``data.kind = "regression"`` (the setting of *Training dynamics
+of softmax self-attention: fast global convergence via preconditioning*, §3).
 
 .. math::
     x_i \\sim N(0, Σ) \\in R^d,\\quad y_i = M x_i + z_i,\\quad z_i \\sim N(0, σ^2 I_p),

@@ -1,4 +1,5 @@
-"""The softmax self-attention regressor (``model.kind = "softmax_regressor"``; Goel, Soltanolkotabi, Bartlett, §2).
+"""The softmax self-attention regressor (``model.kind = "softmax_regressor"``; *Training dynamics of softmax
+self-attention: fast global convergence via preconditioning*, §3).
 
 θ = (A ∈ R^{p×d}, B ∈ R^{d×d}). Over the n samples of a prompt (self included, no mask, no scaling),
 

@@ -298,11 +298,13 @@ GOEL_TRAIN = {"optimizer": "sgd", "lr": 20.0, "precondition": True, "regularizer
               "max_loss": 1e3}
 
 def _recipe(name: str, description: str, methods: tuple[Method, ...], defaults: dict, quick: dict) -> Recipe:
-    """A Goel recipe: every method of ``methods`` at every grid point, grouped runs stacked on the seed axis."""
+    """A Goel recipe: every method of ``methods`` at every grid point, grouped runs stacked on the seed axis. Where
+    every method tunes its own step sizes, ``train.lr`` would be ignored: it is refused."""
     return Recipe(name=name, paper="goel", description=description, runner=functools.partial(run, methods=methods),
                   result=GoelResult, group_runner=functools.partial(run_group, methods=methods),
                   group_fields=GROUP_FIELDS, combine=combine, assumptions=assumptions_not_met, defaults=defaults,
-                  quick=quick, losses=("excess_loss",), metric="excess_loss")
+                  quick=quick, losses=("excess_loss",), metric="excess_loss",
+                  ignores=("train.lr",) if all(m.lrs for m in methods) else ())
 
 
 RECIPES: list[Recipe] = [  # this module's recipes, in `icldyn list` order

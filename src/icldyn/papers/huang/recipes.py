@@ -43,7 +43,7 @@ class Method(NamedTuple):
     overrides: dict[str, Any]
 
 
-EXACT = Method("exact engine", {"train.oracle": "population", "seeds": 1})  # deterministic: one seed
+EXACT = Method("exact engine", {"train.oracle": "population"})
 MONTE_CARLO = Method("Monte-Carlo GD", {"train.oracle": "sampled"})
 
 
