@@ -2,8 +2,9 @@ import pytest
 from typer.testing import CliRunner
 
 from icldyn.cli import app
-from icldyn.config import ConfigError, RunConfig, apply_sets, build, kinds, merge, section_class
+from icldyn.config import ConfigError, RunConfig, apply_sets, build, kinds, section_class
 from icldyn.plugins import get, recipes
+
 
 # each kind's value constraints against a recipe that owns the kind
 @pytest.mark.parametrize("recipe, raw, needle", [

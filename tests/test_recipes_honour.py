@@ -18,7 +18,7 @@ from icldyn import plugins
 from icldyn import recipe as core
 from icldyn.config import ConfigError
 from icldyn.runner import RunCrashed, execute
-from icldyn.train.optimizers import LearningRateState
+from icldyn.train.loop import learning_rates
 
 
 class Planned(Exception):
@@ -56,9 +56,7 @@ def _lr_of(job: core.Job) -> list[float]:
         return sorted(set(job.slot_lrs))
     task = jax.tree.map(lambda a: a[0], job.tasks)
     opt = job.opt if isinstance(job.opt, optax.GradientTransformation) else job.opt(task)
-    state = opt.init(job.problem.init(task, job.keys[0]))
-    leaves = jax.tree.leaves(state, is_leaf=lambda x: isinstance(x, LearningRateState))
-    return [float(x.lr) for x in leaves if isinstance(x, LearningRateState)]
+    return [float(x) for x in learning_rates(opt.init(job.problem.init(task, job.keys[0])))]
 
 
 def overrides_for(exp) -> dict:

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from icldyn.train.optimizers import LearningRateState
+from icldyn.train.optimizers import is_learning_rate
 
 PyTree = Any
 
@@ -147,19 +147,29 @@ def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: in
 
 
 def set_learning_rates(opt_state: PyTree, lrs: jax.Array) -> PyTree:
-    """``opt_state`` (slots leading) with the learning rate of every :class:`LearningRateState` set to ``lrs``."""
+    """``opt_state`` (slots leading) with the peak learning rate (:func:`~icldyn.train.optimizers.learning_rate`'s
+    injected hyperparameter) set to ``lrs``."""
     found = []
 
-    def put(leaf):
-        if isinstance(leaf, LearningRateState):
-            found.append(leaf)
-            return LearningRateState(jnp.asarray(lrs, leaf.lr.dtype))
-        return leaf
+    def put(node):
+        if is_learning_rate(node):
+            found.append(node)
+            rate = node.hyperparams["step_size"]
+            return node._replace(hyperparams={"step_size": jnp.asarray(lrs, rate.dtype)})
+        return node
 
-    opt_state = jax.tree.map(put, opt_state, is_leaf=lambda x: isinstance(x, LearningRateState))
+    opt_state = jax.tree.map(put, opt_state, is_leaf=is_learning_rate)
     if not found:
-        raise ValueError("a learning-rate axis needs an optimiser that keeps its rate in the state (scale_by_lr)")
+        raise ValueError("a learning-rate axis needs an optimiser that keeps its rate in the state "
+                         "(icldyn.train.optimizers.learning_rate)")
     return opt_state
+
+
+def learning_rates(opt_state: PyTree) -> list[jax.Array]:
+    """The peak learning rates an optimiser state holds (one array per :func:`~icldyn.train.optimizers.learning_rate`
+    in its chain)."""
+    nodes = jax.tree.leaves(opt_state, is_leaf=is_learning_rate)
+    return [n.hyperparams["step_size"] for n in nodes if is_learning_rate(n)]
 
 
 def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array,
@@ -196,7 +206,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     the seed's batches (exactly the data an ungrouped run at that rate sees); params and metrics then have
     ``len(lrs) × seeds`` slots, rate-major (:func:`take_slots`). ``slot_lrs``: instead, one rate per seed
     (runs that differ in their seeds or data law as well, stacked on the seed axis). The optimiser must hold
-    its rate in its state (:func:`~icldyn.train.optimizers.scale_by_lr`, as every ``build_optimizer`` does).
+    its rate in its state (:func:`~icldyn.train.optimizers.learning_rate`, as every ``build_optimizer`` does).
 
     Metrics are logged at step 0 and every ``log_every`` steps. A seed whose training loss or one of the
     declared ``losses`` (a recipe's :attr:`~icldyn.recipe.Recipe.losses`) is non-finite or above ``max_loss``, or

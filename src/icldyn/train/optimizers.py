@@ -53,27 +53,20 @@ def curvature_guard(inner: optax.GradientTransformation, tol: float = 1e-10) -> 
     return optax.GradientTransformation(init, update)
 
 
-class LearningRateState(NamedTuple):
-    lr: jax.Array  # the peak learning rate, a value of the state rather than a constant of the program
+def learning_rate(learning_rate: float | jax.Array) -> optax.GradientTransformation:
+    """Multiply updates by the peak ``learning_rate``, held in the optimiser state by ``optax.inject_hyperparams``
+    (in the parameters' dtype): programs for different learning rates are then the same compiled program, and a
+    learning-rate axis is a vmapped axis of the state (:func:`~icldyn.train.loop.train` with ``lrs``)."""
+    return optax.inject_hyperparams(optax.scale)(step_size=learning_rate)
 
 
-def scale_by_lr(lr: float | jax.Array) -> optax.GradientTransformation:
-    """Multiply updates by ``lr`` held in the optimiser state (in the parameters' dtype): programs for
-    different learning rates are then the same compiled program, and a learning-rate axis is a vmapped
-    axis of the state (:func:`~icldyn.train.loop.train` with ``lrs``)."""
-
-    def init(params):
-        return LearningRateState(jnp.asarray(lr, jax.tree.leaves(params)[0].dtype))
-
-    def update(updates, state, params=None):
-        del params
-        return jax.tree.map(lambda u: state.lr * u, updates), state
-
-    return optax.GradientTransformation(init, update)
+def is_learning_rate(state) -> bool:
+    """Whether an optimiser-state node is :func:`learning_rate`'s."""
+    return isinstance(state, optax.InjectHyperparamsState) and set(state.hyperparams) == {"step_size"}
 
 
 def schedule(cfg: TrainConfig) -> optax.Schedule:
-    """The configured schedule at peak 1 (the peak rate is applied by :func:`scale_by_lr`)."""
+    """The configured schedule at peak 1 (the peak rate is applied by :func:`learning_rate`)."""
     if cfg.schedule == "step":
         return optax.exponential_decay(1.0, cfg.decay_every, cfg.decay_factor, staircase=True)
     if cfg.schedule == "cosine":
@@ -96,7 +89,7 @@ def build_optimizer(cfg: TrainConfig, *, lr: float | jax.Array | None = None,
         opt = optax.chain(curvature_guard(optax.scale_by_lbfgs(cfg.lbfgs_memory)), optax.scale_by_learning_rate(sched))
     else:
         opt = optax.sgd(sched, momentum=cfg.momentum or None)
-    opt = optax.chain(opt, scale_by_lr(cfg.lr if lr is None else lr))
+    opt = optax.chain(opt, learning_rate(cfg.lr if lr is None else lr))
     if precondition is not None:
         opt = optax.chain(precondition, opt)
     if cfg.clip > 0:
