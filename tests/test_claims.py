@@ -23,9 +23,9 @@ def test_a_claim_holds_numbers_and_displays_them():
               test="m ≤ tol", passed=np.bool_(True), fmt=".2f")
     assert type(c.theory) is float and type(c.measured) is float and type(c.tolerance) is float
     assert type(c.passed) is bool
-    assert c.display() == ("0.50", "0.25", "m ≤ tol, tol 1.00")
+    assert c.display() == ("0.50", "0.25", "tol 1.00: m ≤ tol")
     first, second = _claims()
-    assert first.display() == ("1.25", "1.251; s.e. 0.0013", "|m − t| ≤ tol (3 s.e.), tol 0.004")
+    assert first.display() == ("1.25", "1.251; s.e. 0.0013", "tol 0.004: |m − t| ≤ tol (3 s.e.)")
     assert second.display()[0] == "—"
     with pytest.raises(TypeError):  # keyword-only
         Claim("p", "c", 0.0, 0.0, 0.0, "m ≤ tol", True)

@@ -50,7 +50,7 @@ class Claim:
         """The table's (theory, measured, tolerance) strings: the numbers in ``fmt``, ``detail`` beside the measured
         value, the test beside the tolerance."""
         measured = self._num(self.measured) + (f"; {self.detail}" if self.detail else "")
-        return self._num(self.theory), measured, f"{self.test}, tol {self._num(self.tolerance)}"
+        return self._num(self.theory), measured, f"tol {self._num(self.tolerance)}: {self.test}"
 
     def asdict(self) -> dict:
         """The fields as a dict (plain floats; non-finite numbers as None, so ``json.dumps`` writes valid JSON)."""

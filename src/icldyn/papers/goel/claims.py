@@ -176,9 +176,35 @@ def _empirical_grad(task, theta, n: int, prompts: int, key) -> np.ndarray:
     return np.concatenate([np.asarray(g["A"]).reshape(prompts, -1), np.asarray(g["B"]).reshape(prompts, -1)], 1)
 
 
+# Theorems 2-3 bound squared norms by C n⁻² log⁶ n, and the finite-n bias of ∇Q̂ is O(1/n) in norm (SPEC §1.7): the
+# rate to test is n⁻² up to the logs. Over n = 16…160 the bound's log⁶ n makes its local slope −0.4…−0.5, so an
+# upper-bound check against that slope passes an n⁻¹ decay too; the two-sided test is: the slope's 95% CI contains
+# −2 and excludes −1.
+RATE, SLOWER = -2.0, -1.0
+
+
+def rate_claim(claim: str, ns, slope: float, ci: tuple[float, float], first: float, last: float) -> Claim:
+    """The decision of Theorems 2-3's rate claims: a fitted log-log slope against n and its 95% interval must
+    contain the rate −2 (n⁻², the bound's up to logs) and exclude −1 (so an n⁻¹ decay fails)."""
+    lo, hi = ci
+    bound = float(np.polyfit(np.log(np.asarray(ns, float)), np.log(goel_theory.sample_size_bound(ns)), 1)[0])
+    return Claim(paper="goel", claim=claim, theory=RATE, measured=slope, tolerance=(hi - lo) / 2,
+                 test="95% CI ∋ t (|m − t| ≤ tol, the CI's half-width) and CI upper < −1 (excludes n⁻¹)",
+                 passed=lo <= RATE <= hi and hi < SLOWER, fmt=".2f",
+                 detail=f"CI [{lo:.2f}, {hi:.2f}]; {first:.1e} → {last:.1e}; n⁻² log⁶ n's local slope {bound:.2f}")
+
+
+def bias_rate_claim(ns, bias2, var) -> Claim:
+    """Theorem 3's rate from the squared bias ‖E∇Q̂ − ∇Q‖² at each n and its variance (weighted log-log fit)."""
+    bias2 = np.asarray(bias2, float)
+    slope, ci = goel_theory.loglog_slope(ns, bias2, bias2**2 / np.asarray(var, float))
+    return rate_claim(f"Thm 3: gradient bias ‖E∇Q̂ − ∇Q‖² ≲ n⁻² log⁶ n, rate n⁻² (θ near S, n = {ns[0]}…{ns[-1]}): "
+                      "fitted log-log slope", ns, slope, ci, bias2[0], bias2[-1])
+
+
 def gradient_bias_claim(grad_fn: Callable | None = None, ns: tuple[int, ...] = (16, 32, 64, 128)) -> Claim:
     """Theorem 3: ‖E[∇Q̂(θ)] − ∇Q(θ)‖²_F ≲ n⁻² log⁶ n near S. The bias at n = 16…128 (Monte Carlo, with its standard
-    error) and its fitted log-log slope against the bound's local slope over the same n."""
+    error) and its fitted log-log slope, tested two-sided against n⁻² (:func:`rate_claim`)."""
     grad_fn = grad_fn or _empirical_grad
     task = _goel_law()
     _, (A, B) = _theta_off(task, 0.3)
@@ -190,12 +216,7 @@ def gradient_bias_claim(grad_fn: Callable | None = None, ns: tuple[int, ...] = (
         b = G.mean(0) - exact
         bias2.append(float(b @ b))
         var.append(float(4 * b @ np.cov(G.T) @ b / len(G)))  # delta method: Var ‖b̂‖² ≈ 4 bᵀ Cov b / m
-    slope, (lo, hi) = goel_theory.loglog_slope(ns, bias2, np.asarray(bias2) ** 2 / np.asarray(var))
-    bound, _ = goel_theory.loglog_slope(ns, goel_theory.sample_size_bound(np.asarray(ns, float)))
-    return Claim(paper="goel", claim=f"Thm 3: gradient bias ‖E∇Q̂ − ∇Q‖² against n = {ns[0]}…{ns[-1]} (θ near S), "
-                 "fitted slope's 95% CI upper end (theory: n⁻² log⁶ n's local slope)", theory=bound, measured=hi,
-                 tolerance=0.0, test="m ≤ t", passed=hi <= bound, fmt=".2f",
-                 detail=f"{bias2[0]:.1e} → {bias2[-1]:.1e}; slope {slope:.2f} [{lo:.2f}, {hi:.2f}]")
+    return bias_rate_claim(ns, bias2, var)
 
 
 def spectral_init_claim(init_fn: Callable | None = None, ns: tuple[int, ...] = (100, 400, 1600, 6400),
@@ -226,14 +247,13 @@ SAMPLE_SIZE = {"seeds": 1, "grid": {"data.n": [20, 40, 80, 160]}}
 
 def sample_size_claim(result) -> Claim:
     """Theorem 2: L(θ_m) − L* ≲ n⁻² log⁶ n + μ^m. Algorithm 1 with sampled gradients run to its floor at each n
-    (goel-sample-size): the floor's fitted log-log slope and 95% interval against the bound's slope over those n."""
+    (goel-sample-size): the floor's fitted log-log slope and 95% interval, tested two-sided against n⁻²
+    (:func:`rate_claim`). The sampled floor also holds the iterate's noise, ∝ η/(prompts·n), an n⁻¹ term the
+    theorem's expected-gradient oracle does not have, so the slope sits between −2 and −1 at small n."""
     ns = [p.n for p in result.points]
-    lo, hi = result.slope_ci
-    return Claim(paper="goel", claim=f"Thm 2: Algorithm 1's floor L(θ_m) − L* against n = {ns[0]}…{ns[-1]} (sampled "
-                 "gradients), fitted slope's 95% CI upper end (theory: n⁻² log⁶ n's local slope)",
-                 theory=result.bound_slope, measured=hi, tolerance=0.0, test="m ≤ t", passed=hi <= result.bound_slope,
-                 fmt=".2f", detail=f"{result.points[0].floor:.1e} → {result.points[-1].floor:.1e}; slope "
-                 f"{result.slope:.2f} [{lo:.2f}, {hi:.2f}]")
+    return rate_claim(f"Thm 2: Algorithm 1's floor L(θ_m) − L* ≲ n⁻² log⁶ n, rate n⁻² (sampled gradients, n = "
+                      f"{ns[0]}…{ns[-1]}): fitted log-log slope", ns, result.slope, tuple(result.slope_ci),
+                      result.points[0].floor, result.points[-1].floor)
 
 
 def manifold_claims() -> list[Claim]:
