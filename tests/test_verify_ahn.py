@@ -15,7 +15,8 @@ def test_every_claim_passes_and_the_runs_verify_wrote_are_complete(claims, sessi
                                     "L=3: trained", "L=2 tuned GD", "L=2 tuned PGD", "Thm 3: sparse",
                                     "Thm 3: A_ℓ is not", "Thm 3: S's best point is stationary",
                                     "Thm 4: S's best point is stationary", "Thm 2:", "Thm 5: 1-layer ReLU",
-                                    "Thm 5: trained", "best point of Thm 4's S"))
+                                    "Thm 5: trained", "best point of Thm 4's S", "Thm 1 on Γ", "Thm 2 exact",
+                                    "the smaller optimal step a*", "the larger optimal step b*"))
     # the runs verify wrote are complete run directories
     runs = [p for p in session_store.iterdir() if (p / "summary.json").exists()]
     assert len(runs) >= 3
