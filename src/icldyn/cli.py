@@ -342,7 +342,7 @@ def verify(paper: Optional[str] = typer.Option(None, "--paper", help="an install
     with bad_input(), stopped_runs(), progress_bars(not as_json) as reporter:
         claims = v.verify(paper, quick, out, reporter)
     if as_json:
-        print(json.dumps([c.asdict() for c in claims], indent=2, ensure_ascii=False))  # numbers, diffable
+        print(json.dumps([c.asdict() for c in claims], indent=2))  # numbers (NaN as null): diffable across versions
     else:
         table = Table(title="icldyn verify")
         for col in ("paper", "claim", "theory", "measured", "tolerance", "pass"):

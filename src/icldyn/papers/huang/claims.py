@@ -86,8 +86,9 @@ DEEP_EPS = tuple(0.04 * 2.0**-j for j in range(16))
 DEEP_STEPS = 650_000
 
 
-def epsilon_time_claims(eps, T, K: int, eta: float = 1.0, note: str = "", run_slope: str = "") -> list[Claim]:
-    """Theorem 3.1's ε-time as ε → 0, from T_ε on a geometric ε grid (:func:`epsilon_times_of`).
+def epsilon_time_claims(eps, T, K: int, eta: float = 1.0, note: str = "", run_slope: str = "",
+                        N: int | None = None) -> list[Claim]:
+    """Theorem 3.1's ε-time as ε → 0, from T_ε on a geometric ε grid (:func:`theory.epsilon_times_of`).
 
     * The rate: the bound K log(Kε^{−½})/(ηε) has local slope d log T / d log(1/ε) = 1 + 1/(2 log(K/√ε)) → 1. The
       measured local slope between the two smallest ε must be within that log correction of 1 (two-sided: a
@@ -105,16 +106,17 @@ def epsilon_time_claims(eps, T, K: int, eta: float = 1.0, note: str = "", run_sl
     eT = eps * T
     limit = huang.epsilon_time_asymptote(K, eta)
     change = abs(eT[-1] - eT[-2])
+    size = f"K={K}" + (f", N={N}" if N else "")
     return [
         Claim(paper="huang", claim=f"Thm 3.1: T*(ε) ∝ ε⁻¹ as ε → 0 (the bound K log(Kε^-½)/(ηε) up to its log): "
-              f"local slope d log T_ε / d log(1/ε) at ε = {eps[-1]:.2g} (exact balanced GD, K={K}, η={eta:g}, "
+              f"local slope d log T_ε / d log(1/ε) at ε = {eps[-1]:.2g} (exact balanced GD, {size}, η={eta:g}, "
               f"T up to {int(T[-1])}){note}", theory=1.0, measured=local[-1], tolerance=log_corr,
               test="|m − t| ≤ tol (the bound's log correction 1/(2 log(K/√ε))); local slopes non-decreasing over "
               "the smaller half of ε", passed=abs(local[-1] - 1) <= log_corr and rising, fmt=".3f",
               detail=f"local slopes from ε = {eps[0]:g}: {shown} ({'rising' if rising else 'NOT rising'})"
               + (f"; {run_slope}" if run_slope else "")),
         Claim(paper="huang", claim=f"balanced GD: ε·T_ε → (K − 1)/(4η) as ε → 0 (ℓ − L* ≈ C e^{{−2u}}, derived here; "
-              f"K={K}, η={eta:g}): ε·T_ε at ε = {eps[-1]:.2g}{note}", theory=limit, measured=eT[-1],
+              f"{size}, η={eta:g}): ε·T_ε at ε = {eps[-1]:.2g}{note}", theory=limit, measured=eT[-1],
               tolerance=3 * change, test="|m − t| ≤ tol (3× the last change of ε·T_ε)",
               passed=abs(eT[-1] - limit) <= 3 * change, fmt=".4f",
               detail=f"ε·T_ε from ε = {eps[0]:g}: {eT[0]:.3f} → {eT[len(eT) // 2]:.3f} → {eT[-2]:.4f}"),
@@ -126,7 +128,7 @@ def deep_epsilon_claims(K: int, N: int, eta: float = 1.0, note: str = "", run_sl
     reduced to u = A − B), run to ε = 1.2e-6."""
     losses = huang.balanced_gd_losses(K, N, DEEP_STEPS, eta)
     eps, T = huang.epsilon_times_of(losses, huang.optimal_loss(np.full(K, 1 / K), N).value, DEEP_EPS)
-    return epsilon_time_claims(eps, T, K, eta, note, run_slope)
+    return epsilon_time_claims(eps, T, K, eta, note, run_slope, N)
 
 
 def epsilon_claims(times: list, K: int, N: int, note: str = "") -> list[Claim]:
