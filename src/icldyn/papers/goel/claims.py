@@ -183,15 +183,20 @@ def _empirical_grad(task, theta, n: int, prompts: int, key) -> np.ndarray:
 RATE, SLOWER = -2.0, -1.0
 
 
-def rate_claim(claim: str, ns, slope: float, ci: tuple[float, float], first: float, last: float) -> Claim:
+def rate_claim(claim: str, ns, slope: float, ci: tuple[float, float], values) -> Claim:
     """The decision of Theorems 2-3's rate claims: a fitted log-log slope against n and its 95% interval must
-    contain the rate −2 (n⁻², the bound's up to logs) and exclude −1 (so an n⁻¹ decay fails)."""
+    contain the rate −2 (n⁻², the bound's up to logs) and exclude −1 (so an n⁻¹ decay fails). ``values``: the
+    measured quantity at each n (its local slopes are reported)."""
     lo, hi = ci
-    bound = float(np.polyfit(np.log(np.asarray(ns, float)), np.log(goel_theory.sample_size_bound(ns)), 1)[0])
+    ln, lv = np.log(np.asarray(ns, float)), np.log(np.asarray(values, float))
+    bound = float(np.polyfit(ln, np.log(goel_theory.sample_size_bound(ns)), 1)[0])
+    local = ", ".join(f"{v:.2f}" for v in np.diff(lv) / np.diff(ln))
+    first, last = values[0], values[-1]
     return Claim(paper="goel", claim=claim, theory=RATE, measured=slope, tolerance=(hi - lo) / 2,
                  test="95% CI ∋ t (|m − t| ≤ tol, the CI's half-width) and CI upper < −1 (excludes n⁻¹)",
                  passed=lo <= RATE <= hi and hi < SLOWER, fmt=".2f",
-                 detail=f"CI [{lo:.2f}, {hi:.2f}]; {first:.1e} → {last:.1e}; n⁻² log⁶ n's local slope {bound:.2f}")
+                 detail=f"CI [{lo:.2f}, {hi:.2f}]; {first:.1e} → {last:.1e}, local slopes {local}; n⁻² log⁶ n's "
+                 f"slope {bound:.2f}")
 
 
 def bias_rate_claim(ns, bias2, var) -> Claim:
@@ -199,7 +204,7 @@ def bias_rate_claim(ns, bias2, var) -> Claim:
     bias2 = np.asarray(bias2, float)
     slope, ci = goel_theory.loglog_slope(ns, bias2, bias2**2 / np.asarray(var, float))
     return rate_claim(f"Thm 3: gradient bias ‖E∇Q̂ − ∇Q‖² ≲ n⁻² log⁶ n, rate n⁻² (θ near S, n = {ns[0]}…{ns[-1]}): "
-                      "fitted log-log slope", ns, slope, ci, bias2[0], bias2[-1])
+                      "fitted log-log slope", ns, slope, ci, bias2)
 
 
 def gradient_bias_claim(grad_fn: Callable | None = None, ns: tuple[int, ...] = (16, 32, 64, 128)) -> Claim:
@@ -248,12 +253,12 @@ SAMPLE_SIZE = {"seeds": 1, "grid": {"data.n": [20, 40, 80, 160]}}
 def sample_size_claim(result) -> Claim:
     """Theorem 2: L(θ_m) − L* ≲ n⁻² log⁶ n + μ^m. Algorithm 1 with sampled gradients run to its floor at each n
     (goel-sample-size): the floor's fitted log-log slope and 95% interval, tested two-sided against n⁻²
-    (:func:`rate_claim`). The sampled floor also holds the iterate's noise, ∝ η/(prompts·n), an n⁻¹ term the
-    theorem's expected-gradient oracle does not have, so the slope sits between −2 and −1 at small n."""
+    (:func:`rate_claim`). The floor is the finite-n bias's (4× the prompts per step moves it by ≤ 2% at every n);
+    its local slope steepens towards −2 over n = 20…160 (−1.35, −1.50, −1.96), so the fitted slope is −1.6."""
     ns = [p.n for p in result.points]
     return rate_claim(f"Thm 2: Algorithm 1's floor L(θ_m) − L* ≲ n⁻² log⁶ n, rate n⁻² (sampled gradients, n = "
                       f"{ns[0]}…{ns[-1]}): fitted log-log slope", ns, result.slope, tuple(result.slope_ci),
-                      result.points[0].floor, result.points[-1].floor)
+                      [p.floor for p in result.points])
 
 
 def manifold_claims() -> list[Claim]:
