@@ -183,8 +183,8 @@ def wishart_trace_moments(d: int, n: int) -> np.ndarray:
 
 
 def two_step_loss(a: float, b: float, d: int, n: int) -> float:
-    """Theorem 2's setting (L = 2, sparse eq. 8, x ~ N(0, I_d), w* ~ N(0, I_d), no noise) with scalar steps
-    A_0 = aI, A_1 = bI: by Lemma 1 w − w_2 = (I − bŜ)(I − aŜ)w, so
+    """Theorem 2's setting (arXiv:2306.00297; L = 2, sparse eq. 8, x ~ N(0, I_d), w* ~ N(0, I_d), no noise) with
+    scalar steps A_0 = aI, A_1 = bI: by Lemma 1 w − w_2 = (I − bŜ)(I − aŜ)w, so
 
     .. math:: f(a, b) = E\,\mathrm{tr}[(I − aŜ)^2 (I − bŜ)^2] = Σ_k c_k(a, b)\, E\,\mathrm{tr}\,Ŝ^k,
 

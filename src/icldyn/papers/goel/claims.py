@@ -176,10 +176,10 @@ def _empirical_grad(task, theta, n: int, prompts: int, key) -> np.ndarray:
     return np.concatenate([np.asarray(g["A"]).reshape(prompts, -1), np.asarray(g["B"]).reshape(prompts, -1)], 1)
 
 
-# Theorems 2-3 bound squared norms by C n⁻² log⁶ n, and the finite-n bias of ∇Q̂ is O(1/n) in norm (SPEC §1.7): the
-# rate to test is n⁻² up to the logs. Over n = 16…160 the bound's log⁶ n makes its local slope −0.4…−0.5, so an
-# upper-bound check against that slope passes an n⁻¹ decay too; the two-sided test is: the slope's 95% CI contains
-# −2 and excludes −1.
+# Theorems 2-3 (Goel, Soltanolkotabi, Bartlett, arXiv:2603.01514) bound squared norms by C n⁻² log⁶ n, and the
+# finite-n bias of ∇Q̂ is O(1/n) in norm (SPEC §1.7): the rate to test is n⁻² up to the logs. Over n = 16…160 the
+# bound's log⁶ n makes its local slope −0.4…−0.5, so an upper-bound check against that slope passes an n⁻¹ decay
+# too; the two-sided test is: the slope's 95% CI contains −2 and excludes −1.
 RATE, SLOWER = -2.0, -1.0
 
 

@@ -238,7 +238,8 @@ def balanced_reduced_loss(u, K: int, n_tokens: int) -> jax.Array:
 
 
 def balanced_gd_losses(K: int, n_tokens: int, steps: int, eta: float = 1.0) -> np.ndarray:
-    """L(Q^{(t)}), t = 0 … steps, of population GD from Q = 0 with balanced features (Thm 3.1's setting), exact:
+    """L(Q^{(t)}), t = 0 … steps, of population GD from Q = 0 with balanced features (Theorem 3.1 of Huang, Cheng,
+    Liang, arXiv:2310.05249), exact:
     GD on the K×K scores moves A by −η ∂L/∂s_kk = −η ℓ'(u)/K and B by −η ∂L/∂s_kn = +η ℓ'(u)/(K(K − 1)), so
     u = A − B follows u ← u − η ℓ'(u)/(K − 1) (:func:`balanced_reduced_loss`; the same curve as the K×K engine,
     tests/test_huang.py). One scalar recursion over N + 1 terms: 10⁶ steps take a few seconds."""
@@ -268,7 +269,8 @@ def epsilon_times_of(losses, optimal: float, eps) -> tuple[np.ndarray, np.ndarra
 
 
 def initial_ratio(p, n_tokens: int, k: int = 1, dominant: int = 0) -> float:
-    """r₀ = |β_{k,1}|/α_k at Q = 0 (Thm 3.2's phase I: the dominant feature's suppression over the target's growth,
+    """r₀ = |β_{k,1}|/α_k at Q = 0 (arXiv:2310.05249, Theorem 3.2's phase I: the dominant feature's suppression over
+    the target's growth,
     under-represented query k, dominant feature 1 = index ``dominant``), exact at finite N. At Q = 0 the attention
     is the count share, Attn_n = c_n/N, so with SPEC §2.4's α_k = p_k E[Attn_k((1 − Attn_k)² + Σ_{m≠k} Attn_m²)] and
     β_{k,1} = p_k E[Attn_1(Σ_{m≠k} Attn_m² − Attn_1 − Attn_k(1 − Attn_k))] both are polynomial in the counts:
