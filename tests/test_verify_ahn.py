@@ -33,6 +33,15 @@ def test_every_claim_passes_and_the_runs_verify_wrote_are_complete(claims, sessi
     assert not relu_claim(first("ahn-relu"), c_star=20 / 26).passed  # linear attention's n/(n+d+1)
     layers = first("ahn-loss-vs-layers")
     assert not s_comparison_claim(layers, layers.test_loss * 1.5, 1e-3).passed
+    # Theorem 1 on Γ: the quickstart's trained Γ is at Γ* along λ ≥ 0.25, not along λ = 0.1 (a third short)
+    import numpy as np
+
+    from icldyn.papers.ahn.claims import gamma_claim
+
+    p1 = first("quickstart")
+    As = [np.asarray(s.A[0]) for s in p1.seeds]
+    sigmas = [np.asarray(s.sigma_sqrt) @ np.asarray(s.sigma_sqrt) for s in p1.seeds]
+    assert gamma_claim(As, sigmas, p1.n).passed and not gamma_claim(As, sigmas, p1.n, lam_min=0.1).passed
 
 
 def test_stationarity_claim_fails_away_from_the_critical_point():
