@@ -200,7 +200,7 @@ def gamma_claim(As: list[np.ndarray], sigmas: list[np.ndarray], n: int, lam_min:
         E = ((R - Gs) / np.outer(g, g))[np.ix_(keep, keep)]
         worst = max(worst, float(np.linalg.norm(E, 2)))
         full.append(float(np.linalg.norm(A - G) / np.linalg.norm(G)))
-        lines.append(", ".join(f"λ={v:.3g}: {r:.3f}/{g:.3f}" for v, r, g in zip(lam[::-1], np.diag(R)[::-1],
+        lines.append(", ".join(f"λ={v:.3g}: {r:.3f}/{q:.3f}" for v, r, q in zip(lam[::-1], np.diag(R)[::-1],
                                                                                    np.diag(Gs)[::-1])))
     return Claim(paper="ahn", claim=f"Thm 1 on Γ: the trained 1-layer preconditioner = Γ* along Σ's eigen-directions "
                  f"with λ ≥ {lam_min:g} (d={As[0].shape[0]}, n={n}): relative error ‖Γ*^-½(Γ − Γ*)Γ*^-½‖₂ of that "
