@@ -88,3 +88,39 @@ def test_spectral_init_claim_fails_when_the_initialisation_does_not_improve_with
         return theory.theta_star(M_hat + 0.02, sigma_hat)
 
     assert not C.spectral_init_claim(off, ns=(100, 400, 1600), seeds=10).passed
+
+
+# Issue #29: the rate claims of Theorems 2-3 are two-sided (CI ∋ −2 and excludes −1); their decision functions on
+# synthetic measurements (no Monte Carlo, no training): an n⁻² decay passes, an n⁻¹ decay fails.
+NOISE = np.array([0.06, -0.08, 0.05, -0.03])  # fixed multiplicative scatter (≈ 6% in log) of the synthetic points
+
+
+@pytest.mark.parametrize("power, passes", [(-2.0, True), (-1.0, False), (-1.5, False), (-3.0, False)])
+def test_bias_rate_claim_is_two_sided(power, passes):
+    ns = np.array([16, 32, 64, 128])
+    bias2 = 1e-2 * ns**power * np.exp(NOISE)
+    var = (0.05 * bias2) ** 2  # 5% standard error, as the Monte Carlo of gradient_bias_claim gives
+    c = C.bias_rate_claim(ns, bias2, var)
+    assert c.passed is passes, (power, c.measured, c.detail)
+    assert c.theory == -2.0 and abs(c.measured - power) < 0.2
+
+
+def test_bias_rate_claim_fails_for_the_bound_itself_and_the_old_one_sided_check_did_not():
+    ns = np.array([16, 32, 64, 128])
+    bound = theory.sample_size_bound(ns)
+    assert not C.bias_rate_claim(ns, 1e-2 / ns, (5e-4 / ns) ** 2).passed  # n⁻¹ (the old check passed it)
+    assert not C.bias_rate_claim(ns, 1e-6 * bound, (5e-8 * bound) ** 2).passed  # n⁻² log⁶ n: local slope −0.39
+
+
+@pytest.mark.parametrize("power, passes", [(-2.0, True), (-1.0, False)])
+def test_floor_rate_claim_fails_for_an_n_inverse_floor(power, passes):
+    from types import SimpleNamespace
+
+    from icldyn.papers.goel.recipes import sample_size_summary
+
+    ns = np.array([20, 40, 80, 160])
+    points = [SimpleNamespace(n=int(n), floor=float(0.2 * n**power * np.exp(e)), initial_excess=1.0)
+              for n, e in zip(ns, NOISE)]
+    result = SimpleNamespace(points=points, **sample_size_summary(None, points))
+    c = C.sample_size_claim(result)
+    assert c.passed is passes, (power, c.measured, c.detail)

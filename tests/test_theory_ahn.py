@@ -53,3 +53,49 @@ def test_dist_to_identity_is_scale_invariant_and_matches_spec():
     sigma = make_covariance(PromptsData(covariance="official"), seed=0)
     assert ahn.dist_to_identity(np.linalg.inv(sigma)) == pytest.approx(ahn.dist_to_identity(7 * np.linalg.inv(sigma)))
     assert ahn.dist_to_identity(np.linalg.inv(sigma)) == pytest.approx(0.78, abs=0.01)  # issue #2: ≈ 0.78
+
+
+def test_wishart_trace_moments_and_theorem2s_exact_optimum():
+    """E tr Ŝ^k (k ≤ 4) against Monte Carlo within 4 s.e.; Theorem 2's scalar-step loss f(a, b) =
+    E tr[(I − aŜ)²(I − bŜ)²] is symmetric, matches Monte Carlo, and its optimum is the audit's (issue #29)."""
+    rng = np.random.default_rng(0)
+    d, n, m = 3, 5, 100_000
+    X = rng.standard_normal((m, n, d))
+    S = np.einsum("bni,bnj->bij", X, X) / n
+    exact = ahn.wishart_trace_moments(d, n)
+    P = np.broadcast_to(np.eye(d), S.shape)
+    for k in range(1, 5):
+        P = P @ S
+        tr = np.trace(P, axis1=1, axis2=2)
+        assert abs(tr.mean() - exact[k]) <= 4 * tr.std() / np.sqrt(m), (k, tr.mean(), exact[k])
+    I = np.eye(d)
+    mc = np.trace((I - 0.4 * S) @ (I - 0.4 * S) @ (I - 1.1 * S) @ (I - 1.1 * S), axis1=1, axis2=2)
+    assert abs(mc.mean() - ahn.two_step_loss(0.4, 1.1, d, n)) <= 4 * mc.std() / np.sqrt(m)
+    assert ahn.two_step_loss(0.3, 1.2, 5, 20) == pytest.approx(ahn.two_step_loss(1.2, 0.3, 5, 20), rel=1e-14)
+    a, b, f = ahn.two_step_optimum(5, 20)
+    assert (round(a, 4), round(b, 4), round(f, 5)) == (0.5154, 1.2496, 0.36124)
+
+
+def test_theorem2_exact_and_gamma_claims_fail_when_perturbed():
+    """The decision functions of the Thm 2 exact-optimum claims and of the Thm 1 Γ claim on synthetic inputs."""
+    from icldyn.papers.ahn.claims import gamma_claim, theorem2_exact_claims
+
+    exact = ahn.two_step_optimum(5, 20)
+    fitted, se, mc = (1.2401, 0.5137), (0.0062, 0.0025), (0.36388, 0.00455)  # verify's numbers, reversed order
+    assert all(c.passed for c in theorem2_exact_claims(exact, fitted, se, mc, 5, 20))  # an unordered pair
+    wrong_steps = (exact[0] * 1.05, exact[1] * 1.05, exact[2])
+    assert [c.passed for c in theorem2_exact_claims(wrong_steps, fitted, se, mc, 5, 20)] == [True, False, False]
+    wrong_loss = (*exact[:2], exact[2] * 1.05)
+    assert [c.passed for c in theorem2_exact_claims(wrong_loss, fitted, se, mc, 5, 20)] == [False, True, True]
+
+    rng = np.random.default_rng(1)
+    U, _ = np.linalg.qr(rng.standard_normal((5, 5)))
+    lam = np.array([2.0, 1.0, 0.5, 0.25, 0.1])
+    sigma = (U * lam) @ U.T
+    G = ahn.optimal_preconditioner(sigma, 20)
+    assert gamma_claim([G], [sigma], 20).passed and gamma_claim([G], [sigma], 20, lam_min=0.1).passed
+    g = U.T @ G @ U
+    flat = U @ (g + np.diag([0, 0, 0, 0, 2.26 - g[4, 4]])) @ U.T  # stuck along λ = 0.1, as quickstart's run
+    assert gamma_claim([flat], [sigma], 20).passed and not gamma_claim([flat], [sigma], 20, lam_min=0.1).passed
+    off = U @ (g * np.diag([1, 1.05, 1, 1, 1]) + g * (1 - np.eye(5))) @ U.T  # 5% off along λ = 1
+    assert not gamma_claim([G, off], [sigma, sigma], 20).passed  # the worst seed decides

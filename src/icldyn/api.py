@@ -147,7 +147,8 @@ def recipes():
 
 def verify(paper: str | None = None, quick: bool = False, store: str | Path = "runs", progress: bool = True):
     """Every computable claim of a paper (all papers when None) as a DataFrame: paper, claim, theory, measured,
-    tolerance, passed. Trains what it needs into ``store``."""
+    tolerance (float; theory NaN where there is no closed-form value), test, passed (bool), fmt, detail
+    (:class:`icldyn.claims.Claim`). Trains what it needs into ``store``."""
     import pandas as pd
 
     from icldyn import claims as v
@@ -164,4 +165,6 @@ def verify(paper: str | None = None, quick: bool = False, store: str | Path = "r
             claims = v.verify(paper, quick, store, _NotebookReporter(bars))
     else:
         claims = v.verify(paper, quick, store)
-    return pd.DataFrame([c._asdict() for c in claims])
+    cols = ["paper", "claim", "theory", "measured", "tolerance", "test", "passed", "fmt", "detail"]
+    df = pd.DataFrame([c.asdict() for c in claims], columns=cols)
+    return df.astype({"theory": float, "measured": float, "tolerance": float, "passed": bool})

@@ -345,13 +345,13 @@ def verify(paper: Optional[str] = typer.Option(None, "--paper", help="an install
     with bad_input(), stopped_runs(), progress_bars(not as_json) as reporter:
         claims = v.verify(paper, quick, out, reporter)
     if as_json:
-        print(json.dumps([{**c._asdict(), "passed": bool(c.passed)} for c in claims], indent=2))  # NumPy bools
+        print(json.dumps([c.asdict() for c in claims], indent=2))  # numbers (NaN as null): diffable across versions
     else:
         table = Table(title="icldyn verify")
         for col in ("paper", "claim", "theory", "measured", "tolerance", "pass"):
             table.add_column(col)
         for c in claims:
-            table.add_row(c.paper, c.claim, c.theory, c.measured, c.tolerance,
+            table.add_row(c.paper, c.claim, *c.display(),
                           "[green]pass[/green]" if c.passed else "[red]FAIL[/red]")
         out_console.print(table)
     if not all(c.passed for c in claims):

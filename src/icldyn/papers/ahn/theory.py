@@ -51,4 +51,52 @@ def relu_attention_loss(c: float, d: int, n: int) -> float:
     return c**2 * d * (n + 2 * d + 3) / (4 * n) - c * d + d
 
 
+def gamma_errors(A: np.ndarray, sigma: np.ndarray, n: int, w_cov: np.ndarray | None = None,
+                 noise_std: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A trained one-layer preconditioner A (ŷ = hᵀA x_q) against Theorem 1's Γ* along Σ's eigen-directions u_i:
+    (λ_i ascending, u_iᵀAu_i, u_iᵀΓ*u_i). The loss's curvature along u_iu_iᵀ is 2λ_i m_i, m_i = (n+1)/n λ_i² +
+    tr(Σ)λ_i/n (w* ~ N(0, I)), so small-λ directions are far flatter and training reaches them last."""
+    lam, U = np.linalg.eigh(sigma)
+    G = optimal_preconditioner(sigma, n, w_cov, noise_std)
+    return lam, np.einsum("ji,jk,ki->i", U, A, U), np.einsum("ji,jk,ki->i", U, G, U)
+
+
+def wishart_trace_moments(d: int, n: int) -> np.ndarray:
+    """E tr Ŝ^k, k = 0 … 4, for Ŝ = (1/n) Σ_{i≤n} x_i x_iᵀ, x ~ N(0, I_d) (W = nŜ ~ Wishart_d(n, I)):
+
+    .. math:: E\,\mathrm{tr} W = nd,\quad E\,\mathrm{tr} W^2 = nd(n + d + 1),\quad
+              E\,\mathrm{tr} W^3 = nd(n^2 + d^2 + 3nd + 3n + 3d + 4),
+    .. math:: E\,\mathrm{tr} W^4 = nd(n^3 + d^3 + 6n^2d + 6nd^2 + 6n^2 + 6d^2 + 17nd + 21n + 21d + 20)
+
+    (the genus expansion of Gaussian moments; checked against Monte Carlo in tests/test_theory_ahn.py)."""
+    t = [d, n * d, n * d * (n + d + 1), n * d * (n * n + d * d + 3 * n * d + 3 * n + 3 * d + 4),
+         n * d * (n**3 + d**3 + 6 * n * n * d + 6 * n * d * d + 6 * n * n + 6 * d * d + 17 * n * d + 21 * n + 21 * d
+                  + 20)]
+    return np.array([float(v) / n**k for k, v in enumerate(t)])
+
+
+def two_step_loss(a: float, b: float, d: int, n: int) -> float:
+    """Theorem 2's setting (arXiv:2306.00297; L = 2, sparse eq. 8, x ~ N(0, I_d), w* ~ N(0, I_d), no noise) with
+    scalar steps A_0 = aI, A_1 = bI: by Lemma 1 w − w_2 = (I − bŜ)(I − aŜ)w, so
+
+    .. math:: f(a, b) = E\,\mathrm{tr}[(I − aŜ)^2 (I − bŜ)^2] = Σ_k c_k(a, b)\, E\,\mathrm{tr}\,Ŝ^k,
+
+    c_k the coefficients of the polynomial (1 − as)²(1 − bs)² (:func:`wishart_trace_moments`). Symmetric:
+    f(a, b) = f(b, a), so the optimal steps are an unordered pair."""
+    P = np.polynomial.polynomial
+    c = P.polymul(P.polypow([1.0, -a], 2), P.polypow([1.0, -b], 2))
+    return float(c @ wishart_trace_moments(d, n))
+
+
+def two_step_optimum(d: int, n: int) -> tuple[float, float, float]:
+    """The exact optimum of :func:`two_step_loss`: (smaller step, larger step, f*), by BFGS from both orders
+    (d = 5, n = 20: {0.5154, 1.2496}, f* = 0.36124)."""
+    from scipy import optimize
+
+    res = min((optimize.minimize(lambda x: two_step_loss(x[0], x[1], d, n), x0, method="BFGS",
+                                 options={"gtol": 1e-12}) for x0 in ((0.4, 1.2), (1.2, 0.4))), key=lambda r: r.fun)
+    lo, hi = sorted(res.x)
+    return float(lo), float(hi), float(res.fun)
+
+
 float64_module(globals())  # every public function computes in float64 whatever JAX's x64 flag

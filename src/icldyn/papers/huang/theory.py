@@ -217,6 +217,94 @@ def miss_quantile(logit: float, K: int, n_tokens: int, q: float) -> float:
     return float(miss[order][np.searchsorted(cdf, q)])
 
 
+def balanced_reduced_loss(u, K: int, n_tokens: int) -> jax.Array:
+    """Balanced p_k = 1/K along GD from Q = 0: every row of the scores is s_kk = A, s_kn = B (exchangeability),
+    and the loss depends on u = A − B alone (softmax is shift invariant), exactly:
+
+    .. math:: ℓ(u) = ½ Σ_c \\mathrm{Bin}(c; N, 1/K)\\,[(1 − c e^u/Z)² + E[Σ_{n≠k} c_n² | c]/Z²],  Z = c e^u + N − c,
+
+    c = c_k the count of the query feature; given c the other N − c tokens are Multinomial over K − 1 equal
+    features, and the loss is linear in Σ_{n≠k} c_n², so its conditional mean suffices (SPEC §2.3)."""
+    from scipy.stats import binom
+
+    c = np.arange(n_tokens + 1.0)
+    m = n_tokens - c
+    q = 1.0 / (K - 1)
+    sq = (K - 1) * (m * q * (1 - q) + (m * q) ** 2)  # E[Σ_{n≠k} c_n² | c_k = c]
+    w = binom.pmf(c, n_tokens, 1.0 / K)
+    eu = jnp.exp(u)
+    Z = c * eu + m
+    return 0.5 * jnp.sum(w * ((1 - c * eu / Z) ** 2 + sq / Z**2))
+
+
+def balanced_gd_losses(K: int, n_tokens: int, steps: int, eta: float = 1.0) -> np.ndarray:
+    """L(Q^{(t)}), t = 0 … steps, of population GD from Q = 0 with balanced features (Theorem 3.1 of Huang, Cheng,
+    Liang, arXiv:2310.05249), exact:
+    GD on the K×K scores moves A by −η ∂L/∂s_kk = −η ℓ'(u)/K and B by −η ∂L/∂s_kn = +η ℓ'(u)/(K(K − 1)), so
+    u = A − B follows u ← u − η ℓ'(u)/(K − 1) (:func:`balanced_reduced_loss`; the same curve as the K×K engine,
+    tests/test_huang.py). One scalar recursion over N + 1 terms: 10⁶ steps take a few seconds."""
+    grad = jax.grad(lambda u: balanced_reduced_loss(u, K, n_tokens))
+
+    def step(u, _):
+        u = u - eta * grad(u) / (K - 1)
+        return u, balanced_reduced_loss(u, K, n_tokens)
+
+    _, L = jax.jit(lambda: jax.lax.scan(step, jnp.float64(0.0), None, length=steps))()
+    return np.r_[float(balanced_reduced_loss(0.0, K, n_tokens)), np.asarray(L)]
+
+
+def epsilon_time_asymptote(K: int, eta: float = 1.0) -> float:
+    """lim_{ε→0} ε·T_ε = (K − 1)/(4η) along balanced GD (:func:`balanced_gd_losses`): for large u,
+    ℓ(u) − L* ≈ C e^{−2u} (every prompt with c_k > 0 misses by O(e^{−u})), so u' = 2ηC e^{−2u}/(K − 1), e^{2u} ≈
+    4ηCt/(K − 1) and ℓ − L* ≈ (K − 1)/(4ηt), whatever C: T_ε ∝ ε⁻¹, the rate of Thm 3.1's K log(Kε^{−½})/(ηε)
+    without its log."""
+    return (K - 1) / (4 * eta)
+
+
+def epsilon_times_of(losses, optimal: float, eps) -> tuple[np.ndarray, np.ndarray]:
+    """T_ε = the first t with L(t) − L* ≤ ε, for each ε reached (losses[t] at t = 0, 1, …): (ε, T_ε)."""
+    gap = np.asarray(losses) - optimal
+    reached = [(e, int(np.argmax(gap <= e))) for e in eps if np.any(gap <= e)]
+    return np.array([e for e, _ in reached]), np.array([t for _, t in reached], float)
+
+
+def initial_ratio(p, n_tokens: int, k: int = 1, dominant: int = 0) -> float:
+    """r₀ = |β_{k,1}|/α_k at Q = 0 (arXiv:2310.05249, Theorem 3.2's phase I: the dominant feature's suppression over
+    the target's growth,
+    under-represented query k, dominant feature 1 = index ``dominant``), exact at finite N. At Q = 0 the attention
+    is the count share, Attn_n = c_n/N, so with SPEC §2.4's α_k = p_k E[Attn_k((1 − Attn_k)² + Σ_{m≠k} Attn_m²)] and
+    β_{k,1} = p_k E[Attn_1(Σ_{m≠k} Attn_m² − Attn_1 − Attn_k(1 − Attn_k))] both are polynomial in the counts:
+    enumerated over (c_k, c_1) ~ Multinomial, the other features' Σ c_m² by its conditional mean (exact, linear).
+    Requires the other K − 2 features to share one probability (Thm 3.2's imbalanced law)."""
+    from scipy.stats import multinomial
+
+    p = np.asarray(p, np.float64)
+    K, N = len(p), n_tokens
+    rest = np.delete(p, [k, dominant])
+    if len(rest) and not np.allclose(rest, rest[0]):
+        raise ValueError(f"initial_ratio needs the other features at one probability. Got {rest} instead.")
+    ck, c1 = (a.ravel() for a in np.meshgrid(np.arange(N + 1.0), np.arange(N + 1.0), indexing="ij"))
+    keep = ck + c1 <= N
+    ck, c1 = ck[keep], c1[keep]
+    m = N - ck - c1
+    w = multinomial.pmf(np.c_[ck, c1, m], N, [p[k], p[dominant], max(1 - p[k] - p[dominant], 0.0)])
+    q = 1.0 / max(K - 2, 1)
+    sq_rest = (K - 2) * (m * q * (1 - q) + (m * q) ** 2) if K > 2 else 0.0 * m
+    a_k, a_1 = ck / N, c1 / N
+    spread = (c1**2 + sq_rest) / N**2  # Σ_{m≠k} Attn_m²
+    alpha = w @ (a_k * ((1 - a_k) ** 2 + spread))
+    beta = w @ (a_1 * (spread - a_1 - a_k * (1 - a_k)))
+    return float(abs(beta) / alpha)
+
+
+def initial_ratio_limit(p, k: int = 1, dominant: int = 0) -> float:
+    """r₀ as N → ∞ (Attn_n → p_n, every term kept): |p_1(Σ_{m≠k} p_m² − p_1 − p_k(1 − p_k))| /
+    (p_k((1 − p_k)² + Σ_{m≠k} p_m²)). SPEC §2.5's (K − 1)/5 for p₁ = ½ keeps only the leading terms in 1/K."""
+    p = np.asarray(p, np.float64)
+    spread = np.sum(np.delete(p, k) ** 2)
+    return float(abs(p[dominant] * (spread - p[dominant] - p[k] * (1 - p[k]))) / (p[k] * ((1 - p[k]) ** 2 + spread)))
+
+
 def loglog_fit(x, y) -> tuple[float, float]:
     """Least-squares slope of log y on log x and its standard error."""
     lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
