@@ -12,6 +12,8 @@ References:
 
 from __future__ import annotations
 
+import numpy as np
+
 from icldyn.components.baselines import (  # noqa: F401  (Theorem 1's optimum and the baselines: shared components)
     baselines,
     context_stats,
