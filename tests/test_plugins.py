@@ -1,10 +1,11 @@
-"""Papers are plug-ins: a toy paper package outside src/ (tests/toy_plugin), installed into a temporary
-environment, appears in `icldyn list` and runs through `run`, `verify` and `sweep` without touching src/icldyn;
-the core names no paper."""
+"""Papers are plug-ins: the toy paper package that docs/plugins.md builds (its code blocks, nothing else), installed
+into a temporary environment, appears in `icldyn list` and runs through `run`, `verify` and `sweep` without touching
+src/icldyn, and honours every core field; the core names no paper, recipe or kind field; no paper imports another;
+the core's import graph has no circle."""
 
 import json
 import re
-import shutil
+import runpy
 import site
 import subprocess
 import sys
@@ -31,11 +32,15 @@ for name, args in [
 ]:
     res = CliRunner().invoke(app, args)
     out[name] = {"code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr}
+# every core field honoured by the outside recipe too (tests/test_recipes_honour.py's check)
+import pathlib, runpy
+check = runpy.run_path(sys.argv[2])["problems"]
+out["honoured"] = check("toy-shrinkage", pathlib.Path(store) / "honour")
 print(json.dumps(out))
 '''
 
 
-def test_a_toy_plugin_installed_outside_src_runs_through_list_run_verify_and_sweep(tmp_path):
+def test_the_documented_plugin_installed_outside_src_runs_through_list_run_verify_and_sweep(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     inner = venv / "bin" / "python"
@@ -44,12 +49,12 @@ def test_a_toy_plugin_installed_outside_src_runs_through_list_run_verify_and_swe
     # icldyn and its dependencies from this environment; the plug-in only in the temporary one
     Path(inner_site, "_outer.pth").write_text("import site; " + "; ".join(
         f"site.addsitedir({p!r})" for p in site.getsitepackages()) + "\n")
-    src = shutil.copytree(ROOT / "tests" / "toy_plugin", tmp_path / "toy_plugin",
-                          ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))  # the checkout stays clean
+    src = runpy.run_path(str(ROOT / "docs" / "extract_plugin.py"))["extract"](tmp_path / "toy_plugin")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(inner), "install", "--no-deps", "-q", str(src)],
                    check=True, capture_output=True)
-    res = subprocess.run([str(inner), "-c", DRIVER, str(tmp_path / "runs")], capture_output=True, text=True,
-                         cwd=tmp_path)
+    (tmp_path / "runs" / "honour").mkdir(parents=True)
+    res = subprocess.run([str(inner), "-c", DRIVER, str(tmp_path / "runs"),
+                          str(ROOT / "tests" / "test_recipes_honour.py")], capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -79,6 +84,8 @@ def test_a_toy_plugin_installed_outside_src_runs_through_list_run_verify_and_swe
     assert out["foreign"]["code"] == 2
     assert out["foreign"]["stderr"].strip() == "error: data.p applies to data.kind = 'regression' only, not " \
         "'scalar_means'; remove it"
+
+    assert out["honoured"] == [], out["honoured"]
 
     # nothing of it is visible here: this environment did not install the plug-in
     from icldyn.plugins import papers

@@ -60,9 +60,12 @@ def learning_rate(learning_rate: float | jax.Array) -> optax.GradientTransformat
     return optax.inject_hyperparams(optax.scale)(step_size=learning_rate)
 
 
+_INJECTED = type(learning_rate(1.0).init({}))  # optax's state of an injected hyperparameter
+
+
 def is_learning_rate(state) -> bool:
     """Whether an optimiser-state node is :func:`learning_rate`'s."""
-    return isinstance(state, optax.InjectHyperparamsState) and set(state.hyperparams) == {"step_size"}
+    return isinstance(state, _INJECTED) and set(state.hyperparams) == {"step_size"}
 
 
 def schedule(cfg: TrainConfig) -> optax.Schedule:
