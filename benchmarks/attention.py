@@ -76,7 +76,8 @@ def main() -> None:
         return build({"experiment": "ahn-loss-vs-layers", "seeds": 1,
                       "data": {"kind": "prompts", "d": D, "n": N, "covariance": "official", "resample_every": 1,
                                "test_size": 1000},
-                      "model": {"kind": "linear_attention", "layers": L, "parameterization": "relaxed", "init_std": 1e-4,
+                      "model": {"kind": "linear_attention", "layers": L, "parameterization": "relaxed",
+                                 "init_std": 1e-4,
                                 "activation": activation},
                       "train": {**OFFICIAL_TRAIN, "schedule": "constant", "lr": 0.01, "batch": batch, "threads": 1,
                                 "dtype": dtype}})

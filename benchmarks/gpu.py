@@ -23,8 +23,10 @@ from icldyn.train.optimizers import build_optimizer
 
 def steps_per_s(L: int, B: int, seeds: int, resample: int, k: int = 200, repeats: int = 3) -> tuple[float, float]:
     cfg = build({"experiment": "ahn-loss-vs-layers", "seeds": seeds,
-                 "data": {"kind": "prompts", "covariance": "official", "resample_every": resample, "test_size": 1000, "sampler": "jax"},
-                 "model": {"kind": "linear_attention", "layers": L, "parameterization": "relaxed", "init_std": 1e-4, "forward": "moments"},
+                 "data": {"kind": "prompts", "covariance": "official", "resample_every": resample, "test_size": 1000,
+                           "sampler": "jax"},
+                 "model": {"kind": "linear_attention", "layers": L, "parameterization": "relaxed", "init_std": 1e-4,
+                            "forward": "moments"},
                  "train": {**OFFICIAL_TRAIN, "schedule": "constant", "lr": 0.01, "batch": B}})
     setup = ahn_setup.build(cfg)
     opt = build_optimizer(cfg.train)

@@ -83,8 +83,10 @@ def worker(threads: int, quick: bool) -> dict:
 
     def official_cfg(L, B, resample, seeds=1, dtype="float32"):
         return build({"experiment": "ahn-loss-vs-layers", "seeds": seeds,
-                      "data": {"kind": "prompts", "d": D, "n": N, "covariance": "official", "resample_every": resample, "test_size": 1000},
-                      "model": {"kind": "linear_attention", "layers": L, "parameterization": "relaxed", "init_std": 1e-4},
+                      "data": {"kind": "prompts", "d": D, "n": N, "covariance": "official", "resample_every": resample,
+                                "test_size": 1000},
+                      "model": {"kind": "linear_attention", "layers": L, "parameterization": "relaxed",
+                                 "init_std": 1e-4},
                       "train": {**OFFICIAL_TRAIN, "schedule": "constant", "lr": 0.01, "batch": B, "threads": threads,
                                 "dtype": dtype}})
 

@@ -1,6 +1,15 @@
 """Regenerate docs/config.md from the pydantic models: python docs/gen_config.py"""
 
-from icldyn.config import DataSection, ModelSection, RunConfig, TrainConfig, _describe, kinds, section_class, train_owners
+from icldyn.config import (
+    DataSection,
+    ModelSection,
+    RunConfig,
+    TrainConfig,
+    _describe,
+    kinds,
+    section_class,
+    train_owners,
+)
 from icldyn.plugins import papers
 
 
@@ -18,7 +27,8 @@ lines = ["# Configuration reference", "",
  '"model.layers" = [1, 2]', "", "[train]", "steps = 3000", "```", ""]
 def table(title: str, section: str, cls, fields, intro: str = "") -> None:
     global lines
-    lines += [title, ""] + ([intro, ""] if intro else []) + ["| key | allowed | default | meaning |", "|---|---|---|---|"]
+    lines += [title, ""] + ([intro, ""] if intro else []) + ["| key | allowed | default | meaning |",
+                                                             "|---|---|---|---|"]
     for field in fields:
         info = cls.model_fields[field]
         default = info.default if info.default_factory is None else info.default_factory()
@@ -32,7 +42,8 @@ users: dict[str, list[str]] = {}
 for name, p in papers().items():
     for cls in (*p.data, *p.models):
         users.setdefault(cls.model_fields["kind"].default, []).append(name)
-owner = {kind: f"{'/'.join(users[kind])}; `{cls.__module__}`" for s in ("data", "model") for kind, cls in kinds(s).items()}
+owner = {kind: f"{'/'.join(users[kind])}; `{cls.__module__}`"
+         for s in ("data", "model") for kind, cls in kinds(s).items()}
 table("## top level", "", RunConfig, [f for f in RunConfig.model_fields if f not in ("data", "model", "train")])
 for section, base in (("data", DataSection), ("model", ModelSection)):
     table(f"## [{section}]", section, base, [f for f in base.model_fields if f != "kind"],
@@ -52,7 +63,8 @@ lines += ["Other combinations refused before any work: `model.kind` and `data.ki
           "`data.p < data.d` (regression); `data.features > data.d`; `data.eigenvalues` whose length is not `data.d`; "
           "`data.feature_probs` not summing to 1 or not of length `data.features`; `data.m_singular_values` not of "
           "length min(p, d); `data.eigenvalues` without `covariance = 'eigenvalues'`, `data.condition_number` without "
-          "`covariance = 'condition'`; `model.forward = 'moments'` with a nonlinear `model.activation`; the C kernel with "
+          "`covariance = 'condition'`; `model.forward = 'moments'` with a nonlinear `model.activation`; "
+          "the C kernel with "
           "d > 15; and, on a machine where the C kernel cannot be built, an explicit `model.forward = 'kernel'` or "
           "`data.sampler = 'kernel'`. A setting that is valid but outside a paper's assumptions (Huang et al.'s "
           "N ≫ K³, Goel et al.'s ‖MΣ^½‖ < 1/16, …) runs, and its `summary.json` (`assumptions_not_met`) and "

@@ -59,7 +59,7 @@ def test_config_refuses_fields_that_do_not_fit():
 
 
 def test_adam_claim_fails_when_adam_is_not_ahead():
-    from icldyn.papers.linattn.recipes import LawPoint
+    from icldyn.papers.linattn.results import LawPoint
 
     sgd = LawPoint(point="sgd", grid={"train.optimizer": "sgd"}, test_loss=0.02, test_loss_std=0.001, seeds=[])
     adam = LawPoint(point="adam", grid={"train.optimizer": "adamw"}, test_loss=0.002, test_loss_std=0.001, seeds=[])
@@ -79,7 +79,7 @@ def test_landscape_metrics_are_second_derivatives():
     from jax.flatten_util import ravel_pytree
 
     from icldyn.components.linear_attention import LinearTransformer
-    from icldyn.papers.linattn.recipes import landscape, smoothness_along_update
+    from icldyn.papers.linattn.problem import landscape, smoothness_along_update
 
     model = LinearTransformer(2, 1, parameterization="full", init_std=0.3, form="moments")
     params = model.init(key=jax.random.PRNGKey(2), dtype=jnp.float64)
@@ -153,7 +153,7 @@ def test_held_out_loss_in_the_gdpp_form_is_the_models_loss(parameterization):
     """The landscape's d×d GD++ form of the held-out loss (one head, linear) equals the model's moment form (float64,
     L = 3, gamma covariates, random parameters of scale 0.3), so its Hessian is the model's."""
     from icldyn.components.linear_attention import LinearTransformer
-    from icldyn.papers.linattn.recipes import held_out_loss
+    from icldyn.papers.linattn.problem import held_out_loss
 
     model = LinearTransformer(5, 3, parameterization=parameterization, init_std=0.3, form="moments")
     test = model.prepare(data.sample(TaskLaws(d=5, n=20, covariates="gamma", shape_k=0.5), jax.random.PRNGKey(4),
@@ -166,7 +166,7 @@ def test_held_out_loss_in_the_gdpp_form_is_the_models_loss(parameterization):
 def test_loss_figure_keeps_its_axis_on_the_medians_and_names_an_excursion():
     import matplotlib.pyplot as plt
 
-    from icldyn.papers.linattn.recipes import _clip_excursions, _median_band
+    from icldyn.papers.linattn.figures import _clip_excursions, _median_band
 
     steps = np.repeat(np.arange(0, 500, 50), 3)
     seeds = np.tile(np.arange(3), 10)

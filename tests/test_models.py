@@ -146,7 +146,8 @@ def test_column_kernel_loss_and_gradient_equal_autodiff(prompts, activation):
         loss_c, grad_c = jax.value_and_grad(cols.loss)(p, x)
         np.testing.assert_allclose(loss_k[s], loss_c, rtol=1e-12)
         for k in grad_c:
-            np.testing.assert_allclose(grad_k[k][s], grad_c[k], rtol=1e-10, atol=1e-12 * float(jnp.abs(grad_c[k]).max()))
+            np.testing.assert_allclose(grad_k[k][s], grad_c[k], rtol=1e-10,
+                                       atol=1e-12 * float(jnp.abs(grad_c[k]).max()))
 
 
 def _reference_attention(P, Q, Z, activation):

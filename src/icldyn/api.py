@@ -18,7 +18,8 @@ from typing import Any
 @dataclass(frozen=True)
 class Run:
     """One run directory, read lazily: ``config`` (the resolved RunConfig), ``summary`` (summary.json; empty while
-    the run is unfinished), ``result`` (the same, typed: the recipe's Result), ``metrics`` (long-format DataFrame: run_id, point, seed, step, metric, value —
+    the run is unfinished), ``result`` (the same, typed: the recipe's Result), ``metrics`` (long-format DataFrame:
+    run_id, point, seed, step, metric, value —
     metrics.parquet plus the chunks an unfinished run has flushed), ``params`` (name → NumPy array), ``figures``
     (PNG paths), ``status``."""
 

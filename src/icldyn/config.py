@@ -4,7 +4,8 @@ A config file holds only overrides of a recipe's defaults; ``--set key=value`` a
 dotted keys (``data.n=10``, ``model.layers=2``). The ``data`` and ``model`` sections are discriminated unions keyed
 by ``kind``: each kind is a :class:`DataSection` or :class:`ModelSection` subclass that a paper plug-in declares
 (``icldyn.plugins.Paper``), holding the shared fields of its base plus only its own, so a field of another kind is
-refused. ``train`` holds the optimiser and loop fields plus the fields a model kind adds (``ModelSection.train_fields``).
+refused. ``train`` holds the optimiser and loop fields plus the fields a model kind adds
+(``ModelSection.train_fields``).
 :func:`run_config_class` assembles the whole model from the installed plug-ins. Every field is documented in
 ``docs/config.md``. Invalid input raises :class:`ConfigError`, one line naming the field and what is allowed.
 """

@@ -1,5 +1,6 @@
 """``icldyn doctor``: what a bug report needs — versions, the JAX backend and devices, the C kernel's status and
-why, the cache folders, threads and the installed plug-ins (as ``jax.print_environment_info()`` or ``torch.utils.collect_env`` do)."""
+why, the cache folders, threads and the installed plug-ins (as ``jax.print_environment_info()`` or
+``torch.utils.collect_env`` do)."""
 
 from __future__ import annotations
 

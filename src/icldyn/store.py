@@ -1,6 +1,6 @@
 """Run store: one directory per run, atomic writes, DuckDB queries over every run.
 
-Layout (DESIGN §4)::
+Layout::
 
     <store>/<run_id>/config.toml  metrics.parquet  summary.json  params.npz  figures/*.png  report.md
 

@@ -223,7 +223,7 @@ _told: set[str] = set()
 
 
 def library(D: int) -> ctypes.CDLL | None:
-    """The kernel compiled for token dimension D = d + 1 (≈ 2 s once per machine, compiler and D), or None
+    """The kernel compiled for token dimension D = d + 1 (once per machine, compiler and D), or None
     where it cannot be built here (:func:`status` says why)."""
     return _build(D)[0]
 

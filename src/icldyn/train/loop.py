@@ -5,8 +5,8 @@ the loop, beyond the CPU kernels' own ``pure_callback``).
 How seeds are mapped is the problem's choice (:attr:`Problem.seed_map`): ``vmap`` where its
 computations batch well (the fused C kernel takes every seed in one call), ``map`` (``lax.map``, a
 loop inside the program) where they don't: on XLA's CPU backend, vmapping the JAX moment form's
-per-seed weight products turned them into batched contractions costing ≈ 58 ms per step for 1 or
-5 seeds (L = 3, batch 1000), against 7 ms per seed with ``lax.map`` (docs/performance.md)."""
+per-seed weight products turns them into batched contractions far slower than a loop over seeds
+(measured in docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,8 @@ Optimizer = optax.GradientTransformation | Callable[[PyTree], optax.GradientTran
 
 
 def _opt_for(opt: Optimizer, task: PyTree) -> optax.GradientTransformation:
-    """The optimiser of one seed: fixed, or built from the seed's task (a per-seed learning rate, a preconditioner from the seed's sample)."""
+    """The optimiser of one seed: fixed, or built from the seed's task (a per-seed learning rate, a preconditioner
+    from the seed's sample)."""
     return opt if isinstance(opt, optax.GradientTransformation) else opt(task)
 
 
@@ -210,7 +211,8 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
 
     Metrics are logged at step 0 and every ``log_every`` steps. A seed whose training loss or one of the
     declared ``losses`` (a recipe's :attr:`~icldyn.recipe.Recipe.losses`) is non-finite or above ``max_loss``, or
-    whose gradient norm is non-finite, is marked diverged at that step; its later rows are dropped and its parameters are kept from its last finite chunk.
+    whose gradient norm is non-finite, is marked diverged at that step; its later rows are dropped and its parameters
+    are kept from its last finite chunk.
     ``snapshot`` is called after every chunk with what resuming needs (the state's and the last finite
     parameters' leaves, the history, the steps done); ``restore`` is such a snapshot to continue from:
     the remaining chunks are the same programs on the same state, so the result is bit-identical to an

@@ -80,7 +80,8 @@ def schedule(cfg: TrainConfig) -> optax.Schedule:
 def build_optimizer(cfg: TrainConfig, *, lr: float | jax.Array | None = None,
                     precondition: optax.GradientTransformation | None = None) -> optax.GradientTransformation:
     """Clipping (optional), a model's preconditioner (``precondition``, a transformation of the gradient), then
-    adam / adamw / sgd(momentum) / L-BFGS with the configured schedule at peak 1, scaled by the learning rate (``lr``, default
+    adam / adamw / sgd(momentum) / L-BFGS with the configured schedule at peak 1, scaled by the learning rate
+    (``lr``, default
     ``cfg.lr``) kept in the optimiser state: runs that differ only in it are one compiled program (and one vmapped
     program on a learning-rate axis)."""
     sched = schedule(cfg)

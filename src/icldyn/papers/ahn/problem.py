@@ -47,7 +47,7 @@ def structure_metrics(model: LinearTransformer, params, task: GaussianTask) -> d
         out[f"dist_I_A{ell}"] = dist_to_identity(A[ell])
     if model.parameterization != "sparse":
         B = model.B(params)
-        for ell in range(model.layers - 1):  # B_{L-1} does not reach the output (SPEC §3.3)
+        for ell in range(model.layers - 1):  # B_{L-1} does not reach the output
             out[f"dist_I_B{ell}"] = dist_to_identity(B[ell])
     return out
 

@@ -19,10 +19,11 @@ from icldyn.store import RunDir
 from icldyn.train.loop import History
 from icldyn.train.optimizers import build_optimizer
 
-# The official code's training set-up (SPEC §3.5), shared by the paper-size recipes.
+# The official code's training set-up, shared by the paper-size recipes.
 OFFICIAL_TRAIN = {"optimizer": "adamw", "b1": 0.99, "b2": 0.9, "clip": 0.01, "clip_mode": "per_matrix",
                   "schedule": "step", "batch": 20_000, "log_every": 200}
-OFFICIAL_DATA = {"kind": "prompts", "d": 5, "n": 20, "covariance": "official", "w_prior": "inverse_covariance", "resample_every": 100}
+OFFICIAL_DATA = {"kind": "prompts", "d": 5, "n": 20, "covariance": "official", "w_prior": "inverse_covariance",
+                 "resample_every": 100}
 # Quick sizes (under a minute on 2 CPU cores): fresh small batches, Adam with a cosine schedule and
 # global clipping converge these small models much faster per second than the official set-up.
 QUICK_TRAIN = {"optimizer": "adam", "b1": 0.9, "b2": 0.999, "clip": 1.0, "clip_mode": "global",
@@ -186,7 +187,8 @@ def report_lines(points: list[AhnPoint]) -> list[str]:
                          + f" | {p.norms_increasing} |")
     return lines + ["", "gd / pgd: L-step gradient descent (A = ηI) and preconditioned GD (A = ηΣ⁻¹) with the "
                     "step η tuned on a validation set, using all n context examples; ols: least squares; "
-                    "optimal_loss: Theorem 1's closed form (L = 1, linear attention) or Theorem 5's (L = 1, ReLU attention, "
+                    "optimal_loss: Theorem 1's closed form (L = 1, linear attention) or Theorem 5's (L = 1, ReLU "
+                    "attention, "
                     "isotropic data). Losses are E[(ŷ − y)²], no ½. A trained 1-layer model reaches Theorem 1's "
                     "optimal loss before its preconditioner reaches Γ*: the loss's curvature along Σ's eigen-direction "
                     "u_i is ∝ λ_i((n+1)/n λ_i² + tr(Σ)λ_i/n), so Γ converges along large λ first (quickstart: along "
@@ -200,7 +202,8 @@ RECIPES.append(Recipe(
     "beats 3 steps of tuned GD",
     **RUNNER,
     defaults={"grid": {"model.layers": [1, 3]},
-              "data": {"kind": "prompts", "d": 5, "n": 20, "covariance": "eigenvalues", "eigenvalues": [2.0, 1.0, 0.5, 0.25, 0.1],
+              "data": {"kind": "prompts", "d": 5, "n": 20, "covariance": "eigenvalues",
+                       "eigenvalues": [2.0, 1.0, 0.5, 0.25, 0.1],
                        "w_prior": "identity", "test_size": 50_000},
               "model": {"kind": "linear_attention", "parameterization": "full"},
               # β₂ = 0.99: with Adam's 0.999 the second-moment estimate lags the gradient's growth at L = 3 and
@@ -233,7 +236,8 @@ RECIPES.append(Recipe(
 ))
 RECIPES.append(Recipe(
     name="ahn-structure", paper="ahn",
-    description="sparse (Thm 3) and relaxed (Thm 4) models: distances to Σ⁻¹ and I over training, heat maps, ‖A_ℓ‖ order",
+    description="sparse (Thm 3) and relaxed (Thm 4) models: distances to Σ⁻¹ and I over training, heat maps, "
+    "‖A_ℓ‖ order",
     **RUNNER,
     defaults={"seeds": 5, "grid": {"model.parameterization": ["sparse", "relaxed"]}, "data": OFFICIAL_DATA,
               "model": {"kind": "linear_attention", "layers": 3, "init_std": 1e-4},
@@ -242,7 +246,8 @@ RECIPES.append(Recipe(
 ))
 RECIPES.append(Recipe(
     name="ahn-theorem4", paper="ahn",
-    description="relaxed L = 3 at the paper's own schedule (lr 0.1 halved every 4000 steps, 100 000 steps): distances to "
+    description="relaxed L = 3 at the paper's own schedule (lr 0.1 halved every 4000 steps, 100 000 steps): "
+    "distances to "
     "Theorem 4's set S, heat maps, ‖A_ℓ‖ order",
     **RUNNER,
     defaults={"seeds": 5, "data": OFFICIAL_DATA,

@@ -2,7 +2,7 @@
 L-step baselines (GD, preconditioned GD, OLS) are shared components (:mod:`icldyn.components.baselines`), re-exported
 here.
 
-Notation (SPEC §3): x ~ N(0, Σ), w* ~ N(0, Ω_w), y = ⟨w*, x⟩ + σε, n context examples,
+Notation: x ~ N(0, Σ), w* ~ N(0, Ω_w), y = ⟨w*, x⟩ + σε, n context examples,
 Ŝ = (1/n) Σ_{i≤n} x_i x_iᵀ, h = (1/n) Σ_{i≤n} y_i x_i. Losses carry no ½ (official code).
 
 References:

@@ -25,7 +25,8 @@ def _goel_law(d: int = 3, p: int = 4, kappa: float = 4.0, m_norm: float = 0.05, 
 
 
 def goel_exact() -> list[Claim]:
-    """Closed forms of SPEC §1.3-1.5 against finite differences and each other (float64)."""
+    """The closed forms (population loss, regulariser, gradients, θ*(J)) against finite differences and each other
+    (float64)."""
     goel = goel_theory
     task = _goel_law()
     sigma, M = task.sigma, task.M
@@ -51,7 +52,7 @@ def goel_exact() -> list[Claim]:
     theta = {"A": A, "B": B}
     Xs, Ys = sample_regression(task, jax.random.PRNGKey(11), 2, 50)
 
-    # gradients: autodiff vs central finite differences (L, R, L̂) and vs the closed forms of SPEC §1.4
+    # gradients: autodiff vs central finite differences (L, R, L̂) and vs the closed-form ∇Q (theory.population_grads)
     fns = {"L": lambda t: goel.excess_loss(t["A"], t["B"], M, sigma), "R": lambda t: goel.regulariser(t["A"], t["B"],
                                                                                                       sigma),
            "L̂": lambda t: model.empirical_loss(t, Xs, Ys)}
@@ -67,8 +68,8 @@ def goel_exact() -> list[Claim]:
     cA, cB = goel.population_grads(A, B, M, sigma)
     closed = max(float(jnp.max(jnp.abs(gq["A"] - cA))), float(jnp.max(jnp.abs(gq["B"] - cB))))
     fd_err = max(errs)
-    out.append(Claim(paper="goel", claim="autodiff ∇L, ∇R, ∇L̂ = central finite differences (max |Δ|); ∇Q = SPEC "
-                     "§1.4 closed form", theory=0.0, measured=fd_err, tolerance=1e-8,
+    out.append(Claim(paper="goel", claim="autodiff ∇L, ∇R, ∇L̂ = central finite differences (max |Δ|); ∇Q = its "
+                     "closed form", theory=0.0, measured=fd_err, tolerance=1e-8,
                      test="m ≤ tol; closed form ≤ 1e-12", passed=fd_err <= 1e-8 and closed <= 1e-12, fmt=".1e",
                      detail=f"closed form {closed:.1e}"))
 
@@ -137,7 +138,7 @@ def identity_claim(identity_fn: Callable | None = None) -> Claim:
 
 def population_limit_claim(loss_fn: Callable | None = None, ns: tuple[int, ...] = (400, 800, 1600),
                            prompts: int = 300) -> Claim:
-    """The closed-form population loss is the n → ∞ limit of E[L̂] (SPEC §1.3): Monte-Carlo means at several n
+    """The closed-form population loss is the n → ∞ limit of E[L̂]: Monte-Carlo means at several n
     extrapolated to 1/n = 0 (E[L̂] = L + c/n + O(n⁻²)), at a θ whose θ-dependent part is 15% of the loss, so
     a wrongly weighted closed form misses by tens of standard errors."""
     loss_fn = loss_fn or goel_theory.population_loss
@@ -176,7 +177,7 @@ def _empirical_grad(task, theta, n: int, prompts: int, key) -> np.ndarray:
 
 
 # Theorems 2-3 (Goel, Soltanolkotabi, Bartlett, arXiv:2603.01514) bound squared norms by C n⁻² log⁶ n, and the
-# finite-n bias of ∇Q̂ is O(1/n) in norm (SPEC §1.7): the rate to test is n⁻² up to the logs. Over n = 16…160 the
+# finite-n bias of ∇Q̂ is O(1/n) in norm: the rate to test is n⁻² up to the logs. Over n = 16…160 the
 # bound's log⁶ n makes its local slope −0.4…−0.5, so an upper-bound check against that slope passes an n⁻¹ decay
 # too; the two-sided test is: the slope's 95% CI contains −2 and excludes −1.
 RATE, SLOWER = -2.0, -1.0

@@ -20,7 +20,7 @@ from icldyn.train.optimizers import build_optimizer
 
 
 def precondition(sigma_hat_inv: jax.Array) -> optax.GradientTransformation:
-    """Algorithm 1's preconditioner (Goel et al.; SPEC §1.6): the gradient of θ = (A, B) is multiplied by
+    """Algorithm 1's preconditioner (Goel et al.): the gradient of θ = (A, B) is multiplied by
     P̂⁻¹ = blockdiag(I_p, Σ̂⁻¹), i.e. g_B ← Σ̂⁻¹ g_B, with Σ̂ from the initial sample. Chained before
     ``optax.sgd(η)`` it gives θ_{t+1} = θ_t − η P̂⁻¹ Ẑ_t."""
 
@@ -103,7 +103,8 @@ def build(cfg: RunConfig) -> Setup:
                 "p_distance": theory.project(A, B, task.M, task.sigma).distance}
 
     def opt(task: GoelTask):
-        return build_optimizer(train_cfg, precondition=precondition(task.sigma_hat_inv) if train_cfg.precondition else None)
+        pre = precondition(task.sigma_hat_inv) if train_cfg.precondition else None
+        return build_optimizer(train_cfg, precondition=pre)
 
     problem = Problem(init=init, sample=sample, loss=loss, evaluate=evaluate, seed_map="vmap")
     return Setup(problem, opt, tasks, keys, seeds, [theory.assumptions(base[s].M, base[s].sigma) for s in seeds])

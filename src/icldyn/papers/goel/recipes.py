@@ -283,7 +283,7 @@ def report_lines(result: GoelResult) -> list[str]:
 
 
 def assumptions_not_met(cfg: RunConfig) -> list[str]:
-    """Goel et al.'s assumptions (SPEC §1.8: p ≥ d, MΣ^½ of full column rank, ‖MΣ^½‖_op < 1/16) that a seed's
+    """Goel et al.'s assumptions (p ≥ d, MΣ^½ of full column rank, ‖MΣ^½‖_op < 1/16) that a seed's
     regression task does not meet (:func:`icldyn.papers.goel.theory.assumptions`)."""
     tasks = [make_regression_task(cfg.data, s) for s in range(cfg.seed, cfg.seed + cfg.seeds)]
     found = [w for t in tasks for w in theory.assumptions(t.M, t.sigma)["warnings"]]

@@ -1,10 +1,10 @@
-"""Goel, Soltanolkotabi, Bartlett: closed forms of the softmax self-attention regressor (SPEC §1).
+"""Goel, Soltanolkotabi, Bartlett: closed forms of the softmax self-attention regressor.
 
 θ = (A ∈ R^{p×d}, B ∈ R^{d×d}); x ~ N(0, Σ), y = Mx + z, z ~ N(0, Ω).
 
-* Population loss (SPEC §1.3, Theorem 1 (i)): L(θ) = ½‖(AΣBᵀ − M)Σ^½‖²_F + ½ tr Ω, L* = ½ tr Ω.
-* Balancing regulariser (SPEC §1.3): R(θ) = ⅛‖Σ^½(AᵀA − BᵀΣB)Σ^½‖²_F; Q = L + R.
-* Global-minimum manifold (SPEC §1.5): with MΣ^½ = UΓVᵀ, S = {θ*(J) : J ∈ O(d)},
+* Population loss (Theorem 1 (i)): L(θ) = ½‖(AΣBᵀ − M)Σ^½‖²_F + ½ tr Ω, L* = ½ tr Ω.
+* Balancing regulariser: R(θ) = ⅛‖Σ^½(AᵀA − BᵀΣB)Σ^½‖²_F; Q = L + R.
+* Global-minimum manifold: with MΣ^½ = UΓVᵀ, S = {θ*(J) : J ∈ O(d)},
   θ*(J) = [UΓ^½JᵀΣ^{-½}; Σ^{-½}VΓ^½JᵀΣ^{-½}]; distances in the P-norm, P = blockdiag(I_p, Σ).
 * Algorithm 1's spectral initialisation: θ*(I) built from the OLS M̂ and Σ̂ of one sample.
 * Theorem 2: L(θ_m) − L* ≲ n⁻² log⁶ n + μ^m.
@@ -31,24 +31,24 @@ def _sym_pow(S: jax.Array, power: float) -> jax.Array:
 
 
 def excess_loss(A, B, M, sigma) -> jax.Array:
-    """L(θ) − L* = ½‖(AΣBᵀ − M)Σ^½‖²_F = ½ tr(E Σ Eᵀ), E = AΣBᵀ − M (SPEC §1.3; no cancellation)."""
+    """L(θ) − L* = ½‖(AΣBᵀ − M)Σ^½‖²_F = ½ tr(E Σ Eᵀ), E = AΣBᵀ − M (no cancellation)."""
     E = A @ sigma @ B.T - M
     return 0.5 * jnp.sum((E @ sigma) * E)
 
 
 def population_loss(A, B, M, sigma, noise_cov=None) -> jax.Array:
-    """L(θ) = ½‖(AΣBᵀ − M)Σ^½‖²_F + ½ tr Ω: the n → ∞ limit of E[L̂] (SPEC §1.3, Theorem 1 (i))."""
+    """L(θ) = ½‖(AΣBᵀ − M)Σ^½‖²_F + ½ tr Ω: the n → ∞ limit of E[L̂] (Theorem 1 (i))."""
     return excess_loss(A, B, M, sigma) + (0.0 if noise_cov is None else 0.5 * jnp.trace(noise_cov))
 
 
 def regulariser(A, B, sigma) -> jax.Array:
-    """R(θ) = ⅛‖Σ^½ D Σ^½‖²_F = ⅛ tr(DΣDΣ), D = AᵀA − BᵀΣB (SPEC §1.3; Σ̂ in place of Σ gives R̂): the
+    """R(θ) = ⅛‖Σ^½ D Σ^½‖²_F = ⅛ tr(DΣDΣ), D = AᵀA − BᵀΣB (Σ̂ in place of Σ gives R̂): the
     regressor's balancing regulariser, in float64 on concrete values."""
     return balancing_regulariser(A, B, sigma)
 
 
 def population_grads(A, B, M, sigma) -> tuple[jax.Array, jax.Array]:
-    """∇Q = ∇L + ∇R in closed form (SPEC §1.4): ∇_A L = E_rΣBΣ, ∇_B L = ΣE_rᵀAΣ,
+    """∇Q = ∇L + ∇R in closed form: ∇_A L = E_rΣBΣ, ∇_B L = ΣE_rᵀAΣ,
     ∇_A R = ½AΣDΣ, ∇_B R = −½ΣBΣDΣ."""
     E = A @ sigma @ B.T - M
     W = sigma @ (A.T @ A - B.T @ sigma @ B) @ sigma
@@ -56,7 +56,7 @@ def population_grads(A, B, M, sigma) -> tuple[jax.Array, jax.Array]:
 
 
 def theta_star(M, sigma, J=None) -> tuple[jax.Array, jax.Array]:
-    """θ*(J) ∈ S (SPEC §1.5): A = UΓ^½JᵀΣ^{-½}, B = Σ^{-½}VΓ^½JᵀΣ^{-½}, MΣ^½ = UΓVᵀ (thin SVD).
+    """θ*(J) ∈ S: A = UΓ^½JᵀΣ^{-½}, B = Σ^{-½}VΓ^½JᵀΣ^{-½}, MΣ^½ = UΓVᵀ (thin SVD).
     Needs p ≥ d; with (M̂, Σ̂) and J = I it is Algorithm 1's spectral initialisation."""
     d = sigma.shape[0]
     s_half, s_mhalf = _sym_pow(sigma, 0.5), _sym_pow(sigma, -0.5)
@@ -94,12 +94,13 @@ def _skew(w: jax.Array, d: int) -> jax.Array:
 
 
 def project(A, B, M, sigma, iters: int = 30) -> Projection:
-    """P-projection of θ onto S: argmin_{J ∈ O(d)} ‖P^½(θ − θ*(J))‖_F (SPEC §1.5), exact at any κ(Σ).
+    """P-projection of θ onto S: argmin_{J ∈ O(d)} ‖P^½(θ − θ*(J))‖_F, exact at any κ(Σ).
 
     With θ*(J) = C JᵀΣ^{-½} and CᵀPC = 2Γ the objective is f(J) = const − 2 tr(N Jᵀ) + 2 tr(JΓJᵀΣ⁻¹),
     N = Σ^{-½}θᵀPC: a weighted Procrustes problem, with no closed form unless Σ ∝ I. It is solved by a Riemannian
     Newton method on O(d) — the pull-back h(ω) = f(J exp(skew ω)), Newton steps on the Hessian shifted to be
-    positive definite, held inside a trust radius of 0.5 and retracted by the Cayley map — from d + 1 starts (the polar factor of N, exact
+    positive definite, held inside a trust radius of 0.5 and retracted by the Cayley map — from d + 1 starts (the
+    polar factor of N, exact
     when Σ ∝ I, and its d single-axis reflections, so both components of O(d) are searched); the best end point is
     returned with its certificates: the gradient norm (first order) and the least Hessian eigenvalue (second
     order) of h at ω = 0, the Riemannian gradient and Hessian at a critical point.
@@ -149,7 +150,7 @@ def project(A, B, M, sigma, iters: int = 30) -> Projection:
 
 
 def q_identity(A, B, M, sigma) -> jax.Array:
-    """The right side of the paper's identity for the regularised loss (Theorem 1 (ii); SPEC §1.3), less L*:
+    """The right side of the paper's identity for the regularised loss (Theorem 1 (ii)), less L*:
     Q(θ) − L* = ⅛‖P^½(θΣθᵀ − 2 Sym(M))P^½‖²_F − ½‖MΣ^½‖²_F, P = blockdiag(I_p, Σ), Sym(M) = [[0, M], [Mᵀ, 0]]."""
     p, d = M.shape
     theta = jnp.concatenate([A, B])
@@ -242,7 +243,7 @@ def local_rate(M, sigma, eta: float | None = None, sigma_hat=None, J=None, preco
     an initial excess ε₀ (≈ the spectral initialisation's) reaching ε needs ≳ log(ε/ε₀)/(2 log μ*) iterations.
     The spectrum depends on the point θ*(J) of S (Q is invariant under θ → θΣ^½OΣ^{-½}, which P̂ does not
     see unless Σ ∝ I): pass the J of the point the iterates approach, e.g. ``project(A₀, B₀, M, Σ).J``.
-    The paper proves a geometric rate without its value (SPEC §1.6–1.7); this is derived here. At θ*,
+    The paper proves a geometric rate without its value; this is derived here. At θ*,
     E = AΣBᵀ − M = 0 and W = Σ(AᵀA − BᵀΣB)Σ = 0, so differentiating ``population_grads`` gives the Hessian
     ∇²Q·(dA, dB) = (dE ΣBΣ + ½λ A dW, Σ dEᵀ AΣ − ½λ ΣB dW) with dE = dAΣBᵀ + AΣdBᵀ and
     dW = Σ(dAᵀA + AᵀdA − dBᵀΣB − BᵀΣdB)Σ. Float64 (with JAX's x64 on, as the entry points set it); checked
@@ -280,7 +281,7 @@ def sample_size_bound(n) -> np.ndarray:
 
 
 def assumptions(M, sigma) -> dict:
-    """The paper's assumptions (SPEC §1.8) evaluated: p ≥ d, MΣ^½ full column rank, ‖MΣ^½‖_op < 1/16.
+    """The paper's assumptions evaluated: p ≥ d, MΣ^½ full column rank, ‖MΣ^½‖_op < 1/16.
     Returns the values and a list of warnings (empty when all hold)."""
     M, sigma = np.asarray(M, np.float64), np.asarray(sigma, np.float64)
     p, d = M.shape

@@ -18,7 +18,7 @@ from icldyn.runner import execute, typed
 
 
 def huang_exact(K: int = 4, N: int = 9, prompts: int = 200_000) -> list[Claim]:
-    """SPEC §2.3-2.4: the loss identity against Monte Carlo over prompts and w, and the exact engine's
+    """The loss identity against Monte Carlo over prompts and w, and the exact engine's
     gradient against finite differences (float64, imbalanced p, random scores)."""
     from icldyn.components.feature_attention import SoftmaxICL
     from icldyn.components.features import FeatureTask, sample_feature_prompts
@@ -81,7 +81,7 @@ def optimal_loss_claim(optimal_fn: Callable | None = None) -> Claim:
 
 
 # Thm 3.1's T*(ε) along exact balanced GD, deep enough to see the asymptote: ε = 0.04 · 2^-j down to 1.2e-6 (the
-# reduced recursion of theory.balanced_gd_losses: 650 000 steps, ≈ 2 s), at the huang-balanced quick size
+# reduced recursion of theory.balanced_gd_losses: 650 000 steps), at the huang-balanced quick size
 DEEP_EPS = tuple(0.04 * 2.0**-j for j in range(16))
 DEEP_STEPS = 650_000
 

@@ -71,7 +71,8 @@ def figures(cfg: RunConfig, result: HuangResult, rows: dict[str, list], rd) -> l
         ks = np.array([k for k, t in result.t_half.items() if t is not None], float)
         t = np.array([t for t in result.t_half.values() if t is not None], float)
         fig, ax = plt.subplots(figsize=(6.4, 4.3))
-        ax.plot(ks, t, "o-", label=f"measured t_½, exponent {result.exponent if result.exponent is not None else float('nan'):.2f}")
+        exponent = result.exponent if result.exponent is not None else float("nan")
+        ax.plot(ks, t, "o-", label=f"measured t_½, exponent {exponent:.2f}")
         ax.plot(ks, t[0] * (ks / ks[0]) ** 2, "k:", label="∝ K²")
         ax.plot(ks, t[0] * ks**2 * np.log(ks) / (ks[0] ** 2 * np.log(ks[0])), "k--", label="∝ K² log K (bound)")
         ax.set(xscale="log", yscale="log", xlabel="K (N = K³)", ylabel="t_½: E[Attn_k] ≥ ½",

@@ -55,7 +55,7 @@ EPSILONS = tuple(0.04 * 2.0**-j for j in range(10))  # ε of the ε-times: 0.04 
 
 
 def summarise_point(label: str, method: Method, pcfg: RunConfig, setup: Setup, hist: History, wall: float) -> dict:
-    """Per seed: final loss and attention, and phase boundaries per tracked feature (SPEC §2.5)."""
+    """Per seed: final loss and attention, and phase boundaries per tracked feature."""
     p = np.asarray(setup.tasks.p[0], np.float64)
     imbalanced = is_imbalanced(p)
     out_seeds = []
@@ -203,7 +203,7 @@ def phase_scaling(points: list[HuangPoint]) -> dict:
 
 def ood(cfg: RunConfig, params, prompts: int = 100_000) -> list[dict]:
     """The trained model (seed 0) tested by Monte Carlo on task laws unseen in training, against the exact
-    prediction with that law's E[wwᵀ] (only the second moment enters; SPEC §2.5)."""
+    prediction with that law's E[wwᵀ] (only the second moment enters)."""
     pcfg = with_overrides(cfg, {"train.oracle": "population"})
     setup = build(pcfg)
     task = jax.tree.map(lambda a: jnp.asarray(a[0], jnp.float64), setup.tasks)
@@ -273,7 +273,8 @@ def headline(result: HuangResult) -> list[str]:
 
 def report_lines(result: HuangResult) -> list[str]:
     return ["", "Losses are ½E[(ŷ − y)²]. Metrics are exact population quantities of each trainer's current "
-            "parameters (the Monte-Carlo trainer's Q projected onto the features). L* = inf L (theory.optimal_loss: A_k → "
+            "parameters (the Monte-Carlo trainer's Q projected onto the features). L* = inf L (theory.optimal_loss: "
+            "A_k → "
             "∞ with the best off-target logits); L_low = ½Σ p_k(1 − p_k)^N ≤ L* is its part from prompts whose query "
             "feature is absent. Phases of an under-represented k, with "
             "r = (−dB_{k,1}/dt)/(dA_k/dt): I ends when r has fallen from r₀ to √r₀, II when r ≤ 1 (the switch "
@@ -281,7 +282,7 @@ def report_lines(result: HuangResult) -> list[str]:
 
 
 def assumptions_not_met(cfg: RunConfig) -> list[str]:
-    """Huang et al.'s assumptions (SPEC §2.7) that a valid config does not meet: N = poly(K) ≫ K³ (flagged below
+    """Huang et al.'s assumptions that a valid config does not meet: N = poly(K) ≫ K³ (flagged below
     10 K³), p_k = Θ(1/K) (balanced) or p_1 = Θ(1), p_k = Θ(1/K) (imbalanced), η ≤ O(1) (flagged above 1), ν = 1
     fixed, population-gradient GD from Q = 0."""
     K, N = cfg.data.features, cfg.data.n
@@ -324,7 +325,8 @@ RECIPES.append(Recipe(
 ))
 RECIPES.append(Recipe(
     name="huang-imbalanced", paper="huang",
-    description="imbalanced features (p_1 = ½): the dominant feature converges first; four phases of the others (Thm 3.2)",
+    description="imbalanced features (p_1 = ½): the dominant feature converges first; four phases of the others "
+    "(Thm 3.2)",
     runner=functools.partial(run, methods=(EXACT,)), result=HuangResult,
     combine=combine, assumptions=assumptions_not_met, losses=("loss",), metric="loss",
     defaults={"data": {**HUANG_DATA, "features": 32, "d": 32, "n": 4096, "p_dominant": 0.5},

@@ -1,9 +1,9 @@
 """Huang, Cheng, Liang: the exact population engine of the one-layer softmax transformer on feature
-tokens, and its phases (SPEC §2.3-2.6).
+tokens, and its phases.
 
 With orthonormal features and E[wwᵀ] = I the loss depends on Q only through the K×K matrix
 ``scores[k, n] = v_nᵀ Q v_k`` (k: query feature, n: key feature) and on a prompt only through its
-feature counts c ~ Multinomial(N, p) (SPEC §2.3):
+feature counts c ~ Multinomial(N, p):
 
     Attn_n = c_n e^{s_{k,n}} / Σ_m c_m e^{s_{k,m}},   L_k = ½ E_c[(ν Attn_k − 1)² + Σ_{n≠k} (ν Attn_n)²],
     L = Σ_k p_k L_k.
@@ -87,7 +87,7 @@ def expected_attention(scores, counts, weights) -> jax.Array:
 
 def population_loss(scores, p, n_tokens: int, nu=1.0, counts: CountSet | None = None) -> jax.Array:
     """L(Q) = Σ_k p_k L_k with ``scores[k, n] = v_nᵀ Q v_k`` (K×K), feature probabilities p and N context
-    tokens; exact by enumeration of the counts when feasible, else Monte Carlo over counts (SPEC §2.3)."""
+    tokens; exact by enumeration of the counts when feasible, else Monte Carlo over counts."""
     cs = counts if counts is not None else count_set(p, n_tokens)[0]
     return jnp.asarray(p) @ per_query_loss(scores, jnp.asarray(cs.counts), jnp.asarray(cs.weights), nu)
 
@@ -98,7 +98,7 @@ def scores_of(Q, V) -> jax.Array:
 
 
 def unavoidable_loss(p, n_tokens: int) -> float:
-    """L_low = ½ Σ_k p_k (1 − p_k)^N: the loss of prompts whose query feature is absent (SPEC §2.3)."""
+    """L_low = ½ Σ_k p_k (1 − p_k)^N: the loss of prompts whose query feature is absent."""
     p = np.asarray(p, np.float64)
     return float(0.5 * np.sum(p * (1 - p) ** n_tokens))
 
@@ -111,7 +111,7 @@ class OptimalLoss(NamedTuple):
 
 
 def optimal_loss(p, n_tokens: int, samples: int = 20_000) -> OptimalLoss:
-    """L* = inf_Q L(Q), the loss the theorems converge to (Thms 3.1-3.2: L* = Θ(e^{−poly K}); SPEC §2.3).
+    """L* = inf_Q L(Q), the loss the theorems converge to (Thms 3.1-3.2: L* = Θ(e^{−poly K})).
 
     With A_k → ∞ every prompt that holds its query feature is answered exactly. One that does not (c_k = 0,
     probability (1 − p_k)^N) spreads its attention over the other features, Attn_n = c_n e^{b_n} / Σ_m c_m e^{b_m},
@@ -163,7 +163,7 @@ def underrepresented_phases(steps, A, B_dom, attn, level: float = 0.5) -> dict:
     """Thm 3.2's four phases of an under-represented feature k, from its logged curves:
 
     With r(t) = (−dB_{k,1}/dt) / (dA_k/dt), the rate of dominant suppression over target growth, and
-    r₀ = r(0) (> 1 when suppression leads; SPEC §2.5: ≈ (K−1)/5 for p₁ = ½):
+    r₀ = r(0) (> 1 when suppression leads; exactly :func:`initial_ratio`):
 
     I   dominant suppression: ends when r has fallen to √r₀ (half-way from r₀ to 1 on a log scale);
     II  switch of leading influence: ends when r ≤ 1 (A_k's growth overtakes B_{k,1}'s decline);
@@ -171,7 +171,7 @@ def underrepresented_phases(steps, A, B_dom, attn, level: float = 0.5) -> dict:
     IV  convergence.
 
     The paper's own text gives II and III by which weight leads and whether 1 − Attn_k = Ω(1); I's end
-    condition (√r₀) is this library's, since the paper's was not recovered (SPEC §2.5). Each boundary is the
+    condition (√r₀) is this library's, since the paper's was not recovered. Each boundary is the
     first step meeting its own condition over the whole curve, not searched after the previous one.
     Returns the three boundaries (None where not reached), r₀ and whether the phases came in order."""
     steps = np.asarray(steps, float)
@@ -224,7 +224,7 @@ def balanced_reduced_loss(u, K: int, n_tokens: int) -> jax.Array:
     .. math:: ℓ(u) = ½ Σ_c \\mathrm{Bin}(c; N, 1/K)\\,[(1 − c e^u/Z)² + E[Σ_{n≠k} c_n² | c]/Z²],  Z = c e^u + N − c,
 
     c = c_k the count of the query feature; given c the other N − c tokens are Multinomial over K − 1 equal
-    features, and the loss is linear in Σ_{n≠k} c_n², so its conditional mean suffices (SPEC §2.3)."""
+    features, and the loss is linear in Σ_{n≠k} c_n², so its conditional mean suffices."""
     from scipy.stats import binom
 
     c = np.arange(n_tokens + 1.0)
@@ -272,7 +272,7 @@ def initial_ratio(p, n_tokens: int, k: int = 1, dominant: int = 0) -> float:
     """r₀ = |β_{k,1}|/α_k at Q = 0 (arXiv:2310.05249, Theorem 3.2's phase I: the dominant feature's suppression over
     the target's growth,
     under-represented query k, dominant feature 1 = index ``dominant``), exact at finite N. At Q = 0 the attention
-    is the count share, Attn_n = c_n/N, so with SPEC §2.4's α_k = p_k E[Attn_k((1 − Attn_k)² + Σ_{m≠k} Attn_m²)] and
+    is the count share, Attn_n = c_n/N, so with α_k = p_k E[Attn_k((1 − Attn_k)² + Σ_{m≠k} Attn_m²)] and
     β_{k,1} = p_k E[Attn_1(Σ_{m≠k} Attn_m² − Attn_1 − Attn_k(1 − Attn_k))] both are polynomial in the counts:
     enumerated over (c_k, c_1) ~ Multinomial, the other features' Σ c_m² by its conditional mean (exact, linear).
     Requires the other K − 2 features to share one probability (Thm 3.2's imbalanced law)."""
@@ -299,7 +299,7 @@ def initial_ratio(p, n_tokens: int, k: int = 1, dominant: int = 0) -> float:
 
 def initial_ratio_limit(p, k: int = 1, dominant: int = 0) -> float:
     """r₀ as N → ∞ (Attn_n → p_n, every term kept): |p_1(Σ_{m≠k} p_m² − p_1 − p_k(1 − p_k))| /
-    (p_k((1 − p_k)² + Σ_{m≠k} p_m²)). SPEC §2.5's (K − 1)/5 for p₁ = ½ keeps only the leading terms in 1/K."""
+    (p_k((1 − p_k)² + Σ_{m≠k} p_m²)). The approximation (K − 1)/5 for p₁ = ½ keeps only the leading terms in 1/K."""
     p = np.asarray(p, np.float64)
     spread = np.sum(np.delete(p, k) ** 2)
     return float(abs(p[dominant] * (spread - p[dominant] - p[k] * (1 - p[k]))) / (p[k] * ((1 - p[k]) ** 2 + spread)))

@@ -3,8 +3,6 @@ core's runner skeleton (:func:`icldyn.recipe.run_jobs`)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
@@ -12,100 +10,13 @@ import numpy as np
 
 from icldyn import plots
 from icldyn.components import laws as data
-from icldyn.components.linear_attention import LinearTransformer, Moments, gdpp_error, resolve_forward
 from icldyn.config import RunConfig, with_overrides
+from icldyn.papers.linattn.figures import condition_figure, loss_curves, smoothness_figure
+from icldyn.papers.linattn.problem import TEST_KEY, model_of, problem_of
 from icldyn.papers.linattn.results import LawPoint, LawResult, NoisePoint, NoiseResult
 from icldyn.recipe import Job, Recipe, Reporter, Rows, Table, Target, Trained, grid_points, run_jobs
 from icldyn.store import RunDir
-from icldyn.train.loop import Problem
 from icldyn.train.optimizers import build_optimizer
-
-TEST_KEY = 99  # the official notebooks' test seed
-
-
-def model_of(cfg: RunConfig) -> LinearTransformer:
-    m = cfg.model
-    return LinearTransformer(cfg.data.d, m.layers, m.heads, m.parameterization, m.init_std,
-                             resolve_forward(m, cfg.data.d), cfg.train.threads, m.activation)
-
-
-def landscape(model: LinearTransformer, params, test, hessian: bool = True) -> dict[str, jax.Array]:
-    """The loss landscape at ``params`` on the fixed held-out batch: the loss f, ‖∇f‖ and the smoothness along the
-    gradient, dᵀHd with d = ∇f/‖∇f‖ (the notebook's direction is the optimiser's step:
-    :func:`smoothness_along_update`), one Hessian-vector product; with ``hessian`` also the full Hessian H over
-    every trained entry (150 at L = 3, d = 5: exact, no Lanczos needed; 150 Hessian-vector products), the notebook's
-    condition number max|diag H| / median|diag H| (plot_condition_number) and H's extreme eigenvalues."""
-    f, flat, value, g, hvp = _curvature(model, params, test)
-    gn = jnp.linalg.norm(g)
-    u = g / gn
-    out = {"test_loss": value, "grad_norm_test": gn, "smoothness_along_grad": u @ hvp(u)}
-    if hessian:
-        H = jax.hessian(f)(flat)
-        diag, eig = jnp.abs(jnp.diag(H)), jnp.linalg.eigvalsh(H)
-        out |= {"hess_diag_ratio": jnp.max(diag) / jnp.median(diag), "lambda_max": eig[-1], "lambda_min": eig[0]}
-    return out
-
-
-def smoothness_along_update(model: LinearTransformer, before, update, test) -> dict[str, jax.Array]:
-    """The notebook's directional smoothness (plot_smoothness_vs_gradnorm): at the parameters θ_t before an
-    optimiser step, uᵀ∇²f(θ_t)u along that step's direction u = (θ_{t+1} − θ_t)/‖θ_{t+1} − θ_t‖, and
-    ‖∇f(θ_t)‖, on the fixed held-out batch; one Hessian-vector product."""
-    from jax.flatten_util import ravel_pytree
-
-    *_, g, hvp = _curvature(model, before, test)
-    du = ravel_pytree(update)[0]
-    u = du / jnp.linalg.norm(du)
-    return {"grad_norm_step": jnp.linalg.norm(g), "smoothness_along_update": u @ hvp(u)}
-
-
-def _curvature(model: LinearTransformer, params, test):
-    """The held-out loss f over the flattened parameters, the flat point, f and ∇f there, and its Hessian-vector
-    product v ↦ ∇²f v (linearised once: ∇f is not recomputed per product)."""
-    from jax.flatten_util import ravel_pytree
-
-    flat, unravel = ravel_pytree(params)
-    loss = held_out_loss(model, test)
-    f = lambda v: loss(unravel(v))  # noqa: E731
-    (value, g), lin = jax.linearize(jax.value_and_grad(f), flat)
-    return f, flat, value, g, lambda v: lin(v)[1]
-
-
-def held_out_loss(model: LinearTransformer, test):
-    """The loss on ``test`` as a function of the parameters, in its cheapest exact form for autodiff twice: for one
-    head of linear attention, sparse or relaxed, the d×d GD++ form (``ahn.claims.gdpp_error``: matrix-vector products,
-    its Hessian ≈ 4× faster than the moment form's), else the model's JAX form (moments or columns)."""
-    if (isinstance(test, Moments) and model.parameterization != "full" and model.heads == 1
-            and model.activation == "linear"):
-        d = model.d
-        S, h, xq = test.S[:, :d, :d], test.S[:, :d, d], test.zq[:, :d]
-        Bs = lambda p: p["B"][:-1, 0] if "B" in p else jnp.zeros((0, d, d), S.dtype)  # noqa: E731  B_{L−1} unused
-        return lambda p: jnp.mean(gdpp_error(p["A"][:, 0], Bs(p), S, h, xq, test.yq) ** 2)
-    pure = model if model.form != "kernel" else dataclasses.replace(
-        model, form="moments" if model.reads_moments else "columns")
-    return lambda p: pure.loss(p, test)
-
-
-def problem_of(cfg: RunConfig, model: LinearTransformer, with_landscape: str | None = None) -> Problem:
-    """The trainer's view: a fresh batch of ``cfg.data``'s law per step (or every ``resample_every``), the
-    in-context loss without ½ (official), and the held-out loss (and, ``with_landscape`` = "hessian" or
-    "smoothness", :func:`landscape` with or without the full Hessian; with "smoothness" also the smoothness along
-    each chunk's last optimiser step, :func:`smoothness_along_update`)."""
-    dtype = jnp.dtype(cfg.train.dtype)
-
-    def evaluate(params, task, test):
-        if not with_landscape:
-            return {"test_loss": model.loss(params, test)}
-        # in pure JAX (test_loss included), so that this program (no kernel callback) is kept in the persistent
-        # compilation cache
-        return landscape(model, params, test, with_landscape == "hessian")
-
-    def evaluate_step(before, update, task, test):
-        return smoothness_along_update(model, before, update, test)
-
-    return Problem(init=lambda task, key: model.init(key=key, dtype=dtype),
-                   sample=lambda task, key: model.prepare(data.sample(cfg.data, key, cfg.train.batch, dtype)),
-                   loss=model.loss, evaluate=evaluate, seed_map="vmap" if model.form == "kernel" else "map",
-                   evaluate_step=evaluate_step if with_landscape == "smoothness" else None)
 
 
 def jobs(cfg: RunConfig, with_landscape: str | None = None):
@@ -129,26 +40,6 @@ def jobs(cfg: RunConfig, with_landscape: str | None = None):
         yield Job(cfg=pcfg, targets=[Target(0, label, seeds)], problem=problem_of(pcfg, model, with_landscape),
                   opt=build_optimizer(pcfg.train), tasks=jnp.zeros(len(seeds)), tests=tests, keys=keys,
                   summarise=summarise, description=label or cfg.experiment)
-
-
-def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
-    """log test loss against iterations per grid point (the notebooks' loss figure): the median over seeds, and the
-    seeds' range shaded (with heavy-tailed covariates one seed's held-out loss can jump by orders of magnitude, which
-    a mean would follow)."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    def label(p: LawPoint) -> str:  # the median runs over the seeds still training: say how many stopped
-        gone = [s.diverged_at for s in p.seeds if s.status == "diverged"]
-        return (p.point or cfg.experiment) + (f" ({len(gone)} of {len(p.seeds)} seeds diverged, steps "
-                                              f"{min(gone)}–{max(gone)})" if gone else "")
-
-    _clip_excursions(ax, [_median_band(ax, rows, p.point, "test_loss", label(p), np.log) for p in points])
-    d, m = cfg.data, cfg.model
-    law = "" if "data.covariates" in cfg.grid else f"{d.covariates} x, "  # else each line names its law
-    ax.set(xlabel="iteration", ylabel="log test loss (median over seeds; shaded: their range)",
-           title=f"{cfg.experiment}: L = {m.layers}, d = {d.d}, "
-           f"n = {d.n}, {law}{d.task} task, batch {cfg.train.batch}, {cfg.seeds} seeds")
-    ax.legend(fontsize=8)
-    return plots.save(fig, rd, "loss")
 
 
 def combine(cfg: RunConfig, points: list[LawPoint], rows: Rows, out: RunDir | None) -> LawResult:
@@ -175,75 +66,6 @@ def combine(cfg: RunConfig, points: list[LawPoint], rows: Rows, out: RunDir | No
 
 def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> Trained:
     return run_jobs([rd], reporter, jobs(cfg, LANDSCAPE.get(cfg.experiment)))[0]
-
-
-def _per_point(rows: dict[str, list], point: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, values over seeds): the seeds' rows of one metric of one point, in step order."""
-    pt, mt = np.asarray(rows["point"]), np.asarray(rows["metric"])
-    sel = (pt == point) & (mt == metric)
-    steps, values = np.asarray(rows["step"])[sel], np.asarray(rows["value"], float)[sel]
-    order = np.argsort(steps, kind="stable")
-    return steps[order], values[order]
-
-
-def _median_band(ax, rows: dict[str, list], point: str, metric: str, label: str, transform=lambda v: v):
-    """One metric of one point along training: the median over seeds, and the seeds' range shaded. Returns
-    (steps, median, range's bottom, range's top)."""
-    st, val = _per_point(rows, point, metric)
-    val = transform(val)
-    keep = np.isfinite(val)  # a diverged seed's last row is NaN: the others still have a median there
-    st, val = st[keep], val[keep]
-    steps = np.unique(st)
-    by = [val[st == s] for s in steps]
-    med, low, top = (np.array([f(v) for v in by]) for f in (np.median, np.min, np.max))
-    (line,) = ax.plot(steps, med, label=label)
-    ax.fill_between(steps, low, top, color=line.get_color(), alpha=0.15)
-    return steps, med, low, top
-
-
-def _clip_excursions(ax, curves) -> None:
-    """Keep a linear y axis on the curves when a seed's range leaves them far behind (one seed's held-out log loss
-    can jump by 100s for a single log and recover), and name the highest such excursion on the plot."""
-    curves = [c for c in curves if len(c[0])]  # a point whose seeds all diverged at once has nothing to draw
-    if not curves:
-        return
-    floor, high = min(c[2].min() for c in curves), max(c[1].max() for c in curves)
-    cap = high + 0.5 * (high - floor)
-    peak, at = max((c[3].max(), c[0][c[3].argmax()]) for c in curves)
-    if peak > cap:
-        ax.set_ylim(floor - 0.05 * (cap - floor), cap)
-        ax.annotate(f"off scale: a seed at {peak:.3g} (step {at})", (0.99, 0.98), xycoords="axes fraction",
-                    ha="right", va="top", fontsize=7)
-
-
-def condition_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
-    """The notebook's condition number max|diag H| / median|diag H| along training: the median over seeds, their
-    range shaded (with gamma covariates one extreme held-out prompt can dominate a seed's Hessian)."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for p in points:
-        _median_band(ax, rows, p.point, "hess_diag_ratio", p.point or cfg.experiment)
-    ax.set(xlabel="iteration", ylabel="max |diag H| / median |diag H|", yscale="log",
-           title=f"{cfg.experiment}: Hessian condition number (held-out batch)")
-    ax.legend(fontsize=8)
-    return plots.save(fig, rd, "condition_number")
-
-
-def smoothness_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
-    """The notebook's figure: log smoothness along the optimiser's step against log ‖∇f‖ (both at the step's start)
-    along training, coloured by iteration, per point; below, the smoothness along the gradient."""
-    fig, axes = plt.subplots(2, len(points), figsize=(4.6 * len(points), 7.4), squeeze=False)
-    for j, p in enumerate(points):
-        for ax, (gname, sname, ylabel) in zip(axes[:, j], (
-                ("grad_norm_step", "smoothness_along_update", "log uᵀHu, u = step/‖step‖"),
-                ("grad_norm_test", "smoothness_along_grad", "log dᵀHd, d = ∇f/‖∇f‖"))):
-            steps, g = _per_point(rows, p.point, gname)
-            _, sm = _per_point(rows, p.point, sname)
-            ok = (g > 0) & (sm > 0)
-            sc = ax.scatter(np.log(g[ok]), np.log(sm[ok]), c=steps[ok], s=8)
-            ax.set(xlabel="log ‖∇f‖", ylabel=ylabel, title=p.point or cfg.experiment)
-            fig.colorbar(sc, ax=ax, label="iteration")
-    fig.suptitle(f"{cfg.experiment}: smoothness against gradient norm (held-out batch)", fontsize=9)
-    return plots.save(fig, rd, "smoothness_vs_gradnorm")
 
 
 LANDSCAPE_FIGURES = {"linattn-condition": condition_figure, "linattn-smoothness": smoothness_figure}
@@ -279,8 +101,8 @@ RECIPES += [Recipe(
               "train": {**OFFICIAL["train"], "log_every": 250}},
     quick={"seeds": 1, "grid": {"data.covariates": ["normal"], "train.optimizer": ["sgd", "adamw"]}, **quick},
 ) for name, description, quick in (
-    # the full Hessian is 150 Hessian-vector products, each ≈ 15 ms on 1000 prompts here (XLA's batched 6×6
-    # products): the quick condition run takes it every 60 steps on 500 held-out prompts
+    # the full Hessian is 150 Hessian-vector products: the quick condition run takes it every 60 steps on 500
+    # held-out prompts
     ("linattn-condition", "the Hessian's condition number along Adam and SGD training, Gaussian and gamma "
      "covariates (arXiv 2310.01082, plot_condition_number.ipynb)",
      {"data": {"test_size": 500}, "train": {"steps": 600, "batch": 500, "log_every": 60}}),
@@ -430,7 +252,8 @@ RECIPES += [
                "train": {**ROTATION_QUICK["train"], "steps": 8000, "batch": 1000}}),
     Recipe(
         name="linattn-rotation-p0", **ON_PROMPTS,
-        description="AdamW on a rotated problem with P = 0 (sparse, preconditioned GD): Σ½A_ℓΣ½ → I, A_ℓ not (arXiv 2310.01082, "
+        description="AdamW on a rotated problem with P = 0 (sparse, preconditioned GD): Σ½A_ℓΣ½ → I, A_ℓ not "
+        "(arXiv 2310.01082, "
         "rotation demonstration-Adam-p0.ipynb; lr 0.02 halved every 2000 steps, 30 000 steps, 5 seeds: ahn-structure's "
         "sparse run)",
         defaults={**ROTATION, "seeds": 5, "model": {**ROTATION["model"], "parameterization": "sparse"},
@@ -438,7 +261,8 @@ RECIPES += [
         quick={**ROTATION_QUICK, "model": {**ROTATION_QUICK["model"], "parameterization": "sparse"}}),
     Recipe(
         name="linattn-rotation-lbfgs", **ON_PROMPTS,
-        description="L-BFGS (memory 600, step 0.1, no line search) on one fixed batch of a rotated problem: the same scaled "
+        description="L-BFGS (memory 600, step 0.1, no line search) on one fixed batch of a rotated problem: the same "
+        "scaled "
         "identities (arXiv 2310.01082, rotation demonstration-LBFGS.ipynb: 2000 steps of 4 L-BFGS iterations = "
         "8000 iterations, 3 seeds)",
         defaults={**ROTATION, "seeds": 3, "data": {**OFFICIAL_DATA, "resample_every": 8000},
