@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 from typer.testing import CliRunner
 
 from icldyn.cli import app
@@ -12,6 +13,7 @@ TINY = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", "trai
         "--set", "data.test_size=256", "--set", "seeds=2"]
 
 
+@pytest.mark.e2e
 def test_run_writes_contract_and_store_commands_read_it(tmp_path):
     cli = CliRunner()
     res = cli.invoke(app, ["run", "quickstart", "--json", "--out", str(tmp_path), *TINY])
@@ -55,6 +57,7 @@ def test_list_names_every_recipe():
         assert paper.title.split(":")[0] in out
 
 
+@pytest.mark.e2e
 def test_diverging_run_is_stopped_marked_and_keeps_its_rows(tmp_path):
     res = CliRunner().invoke(app, ["run", "quickstart", "--json", "--out", str(tmp_path), *TINY,
                                    "--set", "train.optimizer=sgd", "--set", "train.lr=1e4", "--set", "train.clip=0",

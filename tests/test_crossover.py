@@ -1,7 +1,11 @@
 """The papers as plug-ins: Huang's softmax model trained on Ahn's Gaussian prompts."""
 
+import pytest
+
 from icldyn.plugins import get
 from icldyn.runner import execute
+
+pytestmark = pytest.mark.e2e  # whole trainings, subprocesses or builds: not in the inner loop
 
 
 def test_softmax_attention_learns_on_gaussian_prompts(session_store):

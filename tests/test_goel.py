@@ -17,6 +17,7 @@ def claims(verify_claims):
     return verify_claims("goel")
 
 
+@pytest.mark.e2e
 def test_verify_goel_passes_and_its_convergence_run_has_the_documented_numbers(claims, session_store, tmp_path):
     """One test reads the verify runs (the suite spreads single tests over workers: one verify per worker)."""
     import json

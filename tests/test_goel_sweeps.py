@@ -3,9 +3,12 @@ file of its own so that a second worker can take it. The sample-size sweep is ch
 tests/test_goel.py."""
 
 import numpy as np
+import pytest
 
 from icldyn.plugins import get
 from icldyn.runner import execute
+
+pytestmark = pytest.mark.e2e  # whole trainings, subprocesses or builds: not in the inner loop
 
 
 def test_conditioning_grid_swept_as_one_job(session_store, tmp_path):

@@ -52,6 +52,7 @@ def check_verify_runs(store: Path) -> None:
     assert ex["optimal_loss"] == pytest.approx(1.344 * ex["unavoidable_loss"], rel=1e-3)
 
 
+@pytest.mark.e2e
 def test_phase_scaling_exponent(session_store):
     cfg = get("huang-phase-scaling").config({"grid": {"data.features": [4, 6, 8, 12]}}, quick=True)
     rd, s = execute(cfg, session_store)

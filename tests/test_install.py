@@ -19,6 +19,9 @@ from icldyn import runner
 from icldyn.components import lsa_kernel as kernel
 from icldyn.plugins import get
 
+pytestmark = pytest.mark.e2e  # whole trainings, subprocesses or builds: not in the inner loop
+
+
 ROOT = Path(__file__).resolve().parents[1]
 HAS_CC = kernel.compiler() is not None
 TINY = ["--set", "train.steps=20", "--set", "train.log_every=10", "--set", "train.batch=128",

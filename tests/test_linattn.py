@@ -67,6 +67,7 @@ def test_adam_claim_fails_when_adam_is_not_ahead():
     assert not claims.adam_beats_sgd([sgd, adam.model_copy(update={"test_loss": 0.019})]).passed
 
 
+@pytest.mark.e2e
 def test_verify_runs_the_adam_recipe_and_every_claim_passes(tmp_path):
     from conftest import assert_claims
 

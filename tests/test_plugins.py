@@ -40,6 +40,7 @@ print(json.dumps(out))
 '''
 
 
+@pytest.mark.e2e
 def test_the_documented_plugin_installed_outside_src_runs_through_list_run_verify_and_sweep(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

@@ -14,6 +14,7 @@ import icldyn
 DOC = Path(__file__).resolve().parents[1] / "docs" / "python.md"
 
 
+@pytest.mark.e2e
 def test_the_documented_example_runs_in_a_fresh_process():
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
     assert len(blocks) >= 2

@@ -20,6 +20,8 @@ from icldyn.config import ConfigError
 from icldyn.runner import RunCrashed, execute
 from icldyn.train.loop import learning_rates
 
+pytestmark = pytest.mark.e2e  # whole trainings, subprocesses or builds: not in the inner loop
+
 
 class Planned(Exception):
     """Raised by the recording skeleton once it has every job of a run."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 from conftest import TINY_SETS
 from typer.testing import CliRunner
 
@@ -36,6 +37,7 @@ def _table(run: Path):
     return t.sort_by([(c, "ascending") for c in ("point", "seed", "step", "metric")])
 
 
+@pytest.mark.e2e
 def test_kill_9_leaves_a_readable_run_and_resume_is_bit_identical(tmp_path):
     whole = _icldyn("run", "quickstart", *SMALL, "--out", str(tmp_path / "a"))
     assert whole.wait(timeout=600) == 0, whole.stderr.read()
@@ -98,6 +100,7 @@ def test_store_symlink_refused(tmp_path):
     assert res.exit_code == 2 and "symlink" in res.stderr and not list((tmp_path / "real").iterdir())
 
 
+@pytest.mark.e2e
 def test_concurrent_runs_never_collide(tmp_path):
     made, errors = [], []
 
@@ -115,6 +118,7 @@ def test_concurrent_runs_never_collide(tmp_path):
     assert not errors and len(set(made)) == 32 and len(list(tmp_path.iterdir())) == 32
 
 
+@pytest.mark.e2e
 def test_one_seed_diverges_the_others_finish():
     from icldyn.papers.goel.problem import build
     from icldyn.train.loop import train
@@ -128,6 +132,7 @@ def test_one_seed_diverges_the_others_finish():
     assert all(np.all(np.isfinite(np.asarray(leaf))) for leaf in jax.tree.leaves(params))  # last finite kept
 
 
+@pytest.mark.e2e
 def test_learning_rate_job_resumes_from_its_checkpoint(tmp_path):
     """A job of several learning rates interrupted mid-training continues from the checkpoint of the whole
     program (kept with its first target) to the numbers of an uninterrupted job; a checkpoint of other rates
@@ -166,6 +171,7 @@ def test_learning_rate_job_resumes_from_its_checkpoint(tmp_path):
     assert steps_run[0] == 0  # step 0 is logged only by a fresh start
 
 
+@pytest.mark.e2e
 def test_same_config_same_numbers(tmp_path, tiny_store):
     """The suite's shared TINY run (in-process) against the same config run again through the CLI."""
     res = CliRunner().invoke(app, ["run", "quickstart", "--json", "--out", str(tmp_path), *TINY_SETS])

@@ -64,6 +64,7 @@ def test_one_writer_per_run_directory(tmp_path):
     assert [r["status"] for r in list_runs(tmp_path)] == ["crashed"]
 
 
+@pytest.mark.e2e
 def test_ctrl_c_names_the_run_and_its_resume_command(tmp_path):
     class Interrupt:
         def start(self, description, total):

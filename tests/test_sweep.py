@@ -4,6 +4,7 @@ finished points, the Ray backend gives the local numbers."""
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from icldyn.cli import app
@@ -13,6 +14,7 @@ TINY = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", "trai
         "--set", "data.test_size=256", "--set", "seeds=2", "--set", "grid.model.layers=[1]"]
 
 
+@pytest.mark.e2e
 def test_sweep_runs_grid_records_and_resumes(tmp_path):
     cli = CliRunner()
     res = cli.invoke(app, ["sweep", "quickstart", "--grid", "train.lr=0.01,0.02", "--grid", "data.n=10,15,20",
@@ -74,6 +76,7 @@ def test_sweep_runs_grid_records_and_resumes(tmp_path):
         assert (p["run_id"] == done[i]) == (i not in (1, 4))  # only the two unfinished points ran again
 
 
+@pytest.mark.e2e
 def test_points_differing_in_seeds_and_data_law_are_one_job(tmp_path):
     """Seeds and the noise level change no shape: the four points are stacked on one seed axis, each slot at its
     point's learning rate, and give the numbers of each config run alone."""
@@ -94,6 +97,7 @@ def test_points_differing_in_seeds_and_data_law_are_one_job(tmp_path):
         assert abs(grouped[key] - value) <= 1e-5 * abs(value) + 1e-7, key
 
 
+@pytest.mark.e2e
 def test_no_group_runs_each_point_alone_bit_for_bit(tmp_path):
     cli = CliRunner()
     res = cli.invoke(app, ["sweep", "quickstart", "--grid", "train.lr=0.02,0.03", "--no-group", *TINY,
@@ -122,6 +126,7 @@ def test_bad_sweep_input_is_one_line(tmp_path):
     assert not list(tmp_path.glob("*/summary.json"))
 
 
+@pytest.mark.e2e
 def test_ray_backend_gives_the_local_numbers(tmp_path):
     """A 2×2 grid, 2 seeds, on a local Ray instance started here: per point, the same metrics. One CPU: its two jobs
     run one after the other in one worker, which imports JAX and icldyn once (measured on a loaded machine: 29 s
@@ -152,6 +157,7 @@ def test_ray_backend_gives_the_local_numbers(tmp_path):
     assert not list((tmp_path / "ray").glob(".*.incoming"))
 
 
+@pytest.mark.e2e
 def test_killed_sweep_resumed_reruns_only_unfinished_points(tmp_path):
     import os
     import signal
@@ -186,6 +192,7 @@ def test_killed_sweep_resumed_reruns_only_unfinished_points(tmp_path):
     assert len(finished_runs) == 4  # one run per point; an interrupted point was continued, not duplicated
 
 
+@pytest.mark.e2e
 def test_a_jobs_figures_are_drawn_by_a_process_pool():
     """plots.draw_many hands ≥ 6 runs' figures to fresh processes (spawn: safe beside JAX's threads); the
     results come back in order."""

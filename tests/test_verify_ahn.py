@@ -9,6 +9,7 @@ def claims(verify_claims):
     return {c.claim: c for c in verify_claims("ahn")}
 
 
+@pytest.mark.e2e
 def test_every_claim_passes_and_the_runs_verify_wrote_are_complete(claims, session_store):
     assert len(claims) >= 11
     assert_claims(claims.values(), ("Lemma 1", "moment form", "Thm 1: trained 1-layer", "L=2: trained",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
-from typing import Callable
+from typing import Any, Callable
 
 import matplotlib
 
@@ -42,7 +42,7 @@ def loss_curves(points, rows: dict[str, list], rd, title: str, ylabel: str = "he
     return save(fig, rd, "loss_curves")
 
 
-def draw_many(draw: Callable[..., list[str]], calls: list[tuple]) -> list[list[str]]:
+def draw_many(draw: Callable[..., Any], calls: list[tuple]) -> list[Any]:
     """``[draw(*args) for args in calls]`` — the figures of several runs (a sweep job's), drawn by a pool of
     fresh processes (one per core, at most 4) when there are enough of them to repay its start-up (~1 s)."""
     workers = min(os.cpu_count() or 1, 4, len(calls) // 3)

@@ -11,7 +11,7 @@ from typing import Any
 
 import jax
 
-from icldyn import __version__
+from icldyn import __version__, plots
 from icldyn.config import RunConfig, with_overrides
 from icldyn.plugins import get
 from icldyn.recipe import Recipe, Reporter, Result, SilentReporter, Table, Trained
@@ -86,7 +86,8 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
     start = time.time()
     try:
         trained = exp.group_runner(cfgs, rds, reporter) if len(cfgs) > 1 else [exp.runner(cfgs[0], rds[0], reporter)]
-        results = [finish(exp, cfg, rd, t) for cfg, rd, t in zip(cfgs, rds, trained)]
+        # a sweep job's many runs draw their figures in a process pool (plots.draw_many)
+        results = plots.draw_many(finish, [(exp, cfg, rd, t) for cfg, rd, t in zip(cfgs, rds, trained)])
     except KeyboardInterrupt:
         _release(rds)
         raise RunInterrupted(rds) from None

@@ -10,9 +10,8 @@ their run directories to ``<store>/sweeps/<sweep_id>/`` (:func:`report`): the fi
 RECIPE``, with its points spread over jobs, processes or a Ray cluster.
 
 Points are grouped into jobs: points whose configs differ only in fields that never change a program's
-shapes (the recipe's ``group_fields``: for the linear-transformer recipes the learning rate, the seeds and the data
-law's
-Σ, task prior and noise) are one job — one compiled program: points differing only in ``train.lr`` on a
+shapes (the recipe's ``group_fields``: for the linear-transformer recipes the learning rate, the seeds and the
+data law's Σ, task prior and noise) are one job — one compiled program: points differing only in ``train.lr`` on a
 learning-rate axis (:func:`icldyn.train.loop.train` with ``lrs``), the rates sharing every seed's batches,
 held-out sets and baselines; points differing in seeds or data law stacked on the seed axis, each slot at
 its point's rate (``slot_lrs``). Every other point is a job of its own. Jobs run in an order that keeps

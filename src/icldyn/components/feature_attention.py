@@ -52,8 +52,8 @@ class SoftmaxICL:
     d: int
     train_value: bool = False
 
-    def init(self, dtype=jnp.float32) -> dict[str, jax.Array]:
-        """Q⁽⁰⁾ = 0 (the paper's initialisation); ν = 1."""
+    def init(self, key: jax.Array | None = None, dtype=jnp.float32) -> dict[str, jax.Array]:
+        """Q⁽⁰⁾ = 0 (the paper's initialisation); ν = 1. ``key`` is unused (every model's ``init(key, dtype)``)."""
         params = {"Q": jnp.zeros((self.d, self.d), dtype)}
         if self.train_value:
             params["nu"] = jnp.ones((), dtype)

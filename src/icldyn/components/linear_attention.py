@@ -180,7 +180,7 @@ class LinearTransformer:
         return cls(d, cfg.layers, cfg.heads, cfg.parameterization, cfg.init_std, resolve_forward(cfg, d), threads,
                    cfg.activation)
 
-    def init(self, *, key: jax.Array, dtype=jnp.float32) -> Params:
+    def init(self, key: jax.Array, dtype=jnp.float32) -> Params:
         """iid N(0, init_std²) blocks (official code); ``full`` starts with P[d,d] = 1 so the value
         path reads the labels from the first step, as the sparse and relaxed forms fix it."""
         L, H, d = self.layers, self.heads, self.d

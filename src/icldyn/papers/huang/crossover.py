@@ -48,7 +48,7 @@ def jobs(cfg: RunConfig, rd: RunDir) -> Iterator[Job]:
         tests = jax.tree.map(lambda *xs: jnp.stack(xs), *[as_query_batch(p) for p in tests_raw])
         keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
         problem = Problem(
-            init=lambda task, key: model.init(dtype),
+            init=lambda task, key: model.init(key, dtype),
             sample=lambda task, key, n=n, pcfg=pcfg: as_query_batch(sample_prompts(task, key=key,
                                                                                    batch=pcfg.train.batch, n=n)),
             loss=model.loss,

@@ -77,7 +77,7 @@ def build(cfg: RunConfig) -> Setup:
         if population:  # GD from Q = 0 is GD on the scores from 0
             params = {"s": jnp.zeros((K, K), dtype)}
             return {**params, "nu": jnp.ones((), dtype)} if cfg.model.train_value else params
-        return model.init(dtype)
+        return model.init(key, dtype)
 
     def sample(task: HuangTask, key):
         if population:
