@@ -5,9 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from icldyn.components import laws as data
 from icldyn.components.laws import TaskLaws
 from icldyn.config import ConfigError
-from icldyn.papers.linattn import claims, data
+from icldyn.papers.linattn import claims
 from icldyn.plugins import get
 
 

@@ -66,9 +66,9 @@ def gamma_errors(A: np.ndarray, sigma: np.ndarray, n: int, w_cov: np.ndarray | N
 def wishart_trace_moments(d: int, n: int) -> np.ndarray:
     """E tr Ŝ^k, k = 0 … 4, for Ŝ = (1/n) Σ_{i≤n} x_i x_iᵀ, x ~ N(0, I_d) (W = nŜ ~ Wishart_d(n, I)):
 
-    .. math:: E\,\mathrm{tr} W = nd,\quad E\,\mathrm{tr} W^2 = nd(n + d + 1),\quad
-              E\,\mathrm{tr} W^3 = nd(n^2 + d^2 + 3nd + 3n + 3d + 4),
-    .. math:: E\,\mathrm{tr} W^4 = nd(n^3 + d^3 + 6n^2d + 6nd^2 + 6n^2 + 6d^2 + 17nd + 21n + 21d + 20)
+    .. math:: E\\,\\mathrm{tr} W = nd,\\quad E\\,\\mathrm{tr} W^2 = nd(n + d + 1),\\quad
+              E\\,\\mathrm{tr} W^3 = nd(n^2 + d^2 + 3nd + 3n + 3d + 4),
+    .. math:: E\\,\\mathrm{tr} W^4 = nd(n^3 + d^3 + 6n^2d + 6nd^2 + 6n^2 + 6d^2 + 17nd + 21n + 21d + 20)
 
     (the genus expansion of Gaussian moments; checked against Monte Carlo in tests/test_theory_ahn.py)."""
     t = [d, n * d, n * d * (n + d + 1), n * d * (n * n + d * d + 3 * n * d + 3 * n + 3 * d + 4),
@@ -81,7 +81,7 @@ def two_step_loss(a: float, b: float, d: int, n: int) -> float:
     """Theorem 2's setting (arXiv:2306.00297; L = 2, sparse eq. 8, x ~ N(0, I_d), w* ~ N(0, I_d), no noise) with
     scalar steps A_0 = aI, A_1 = bI: by Lemma 1 w − w_2 = (I − bŜ)(I − aŜ)w, so
 
-    .. math:: f(a, b) = E\,\mathrm{tr}[(I − aŜ)^2 (I − bŜ)^2] = Σ_k c_k(a, b)\, E\,\mathrm{tr}\,Ŝ^k,
+    .. math:: f(a, b) = E\\,\\mathrm{tr}[(I − aŜ)^2 (I − bŜ)^2] = Σ_k c_k(a, b)\\, E\\,\\mathrm{tr}\\,Ŝ^k,
 
     c_k the coefficients of the polynomial (1 − as)²(1 − bs)² (:func:`wishart_trace_moments`). Symmetric:
     f(a, b) = f(b, a), so the optimal steps are an unordered pair."""
