@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
+import shutil
 from pathlib import Path
 from typing import Any
 
 import jax
 
 from icldyn import __version__
-from icldyn.config import RunConfig, with_overrides
+from icldyn.config import ConfigError, RunConfig, with_overrides
 from icldyn.plugins import get
 from icldyn.recipe import Experiment, Reporter, Result, SilentReporter, Table
 from icldyn.store import RunDir
@@ -89,6 +90,12 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
         _release(rds)
         raise RunInterrupted(rds) from None
     except Exception as err:
+        if _too_big(err):  # refused before training, or XLA could not allocate: bad input, no crashed run left
+            _release(rds)
+            for rd, old in zip(rds, resume or [None] * len(rds)):
+                if old is None:
+                    shutil.rmtree(rd.path, ignore_errors=True)
+            raise ConfigError(_too_big(err)) from None
         for rd in rds:
             rd.mark_crashed(err)
         _release(rds)
@@ -106,6 +113,18 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
         rd.release()
         out.append((rd, summary))
     return out
+
+
+def _too_big(err: Exception) -> str | None:
+    """One line where ``err`` says the program does not fit in memory (our estimate, or XLA's allocator)."""
+    from icldyn.runtime import TooBig
+
+    first = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if isinstance(err, TooBig):
+        return first
+    if isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in first or "Out of memory" in first:
+        return f"the program does not fit in memory ({first[:200]}); lower train.batch, data.n or seeds"
+    return None
 
 
 def _release(rds: list[RunDir]) -> None:
