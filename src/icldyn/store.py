@@ -148,9 +148,10 @@ class RunDir:
             raise StoreError(f"--resume {str(path)!r}: not a run directory (a real directory, not a symlink)")
         if not (path / "config.toml").is_file():
             raise StoreError(f"--resume {str(path)!r}: no config.toml, so not a run directory")
-        if (path / "summary.json").exists():
+        done = next((f for f in ("summary.json", MANIFEST) if (path / f).exists()), None)
+        if done:
             hurt = damage(path)
-            raise StoreError(f"--resume {str(path)!r}: the run already finished (summary.json exists)"
+            raise StoreError(f"--resume {str(path)!r}: the run already finished ({done} exists)"
                              + (f"; it is damaged ({hurt}): start a new run" if hurt else ""))
         return cls(path)
 
@@ -322,39 +323,47 @@ def read_summary(path: Path) -> dict[str, Any]:
     return s
 
 
-def problems(path: Path, deep: bool | tuple[str, ...] = ()) -> list[tuple[str, str]]:
+DATA = ("config.toml", "summary.json", "metrics.parquet", "params.npz")  # hashed on every read; figures by check
+
+
+def problems(path: Path, deep: bool | tuple[str, ...] = DATA) -> list[tuple[str, str]]:
     """What is wrong with a run directory, as (file, reason) pairs; empty for a sound run. Always checked: the
     directory is no symlink, config.toml is TOML, summary.json and manifest.json are JSON of the right shape, every
-    file of the manifest is there at its recorded size, and each Parquet file's footer reads. ``deep``: also compare
-    these files' SHA-256 with the manifest (True: every file; ``icldyn check``)."""
+    file of the manifest is there at its recorded size, and each Parquet file's footer reads. ``deep``: the files
+    whose SHA-256 is compared with the manifest too (default: the data files, a few small files a run; True: every
+    file and every checkpoint's hash, as ``icldyn check``)."""
     from icldyn.config import ConfigError, load_toml
 
     if path.is_symlink():
         return [(".", "the run directory is a symlink (not followed: it may lead outside the store)")]
     out = []
-    try:
-        load_toml(str(path / "config.toml"))
-    except ConfigError as err:
-        out.append(("config.toml", str(err).split(": ", 1)[-1] if "config file" in str(err) else str(err)))
+    if not (path / "config.toml").is_file():
+        out.append(("config.toml", "missing"))
+    else:
+        try:
+            load_toml(str(path / "config.toml"))
+        except ConfigError as err:
+            out.append(("config.toml", str(err).split(": ", 1)[-1]))
     parquet = [p for p in [path / "metrics.parquet", *sorted((path / "metrics.parts").glob("*.parquet"))]
                if p.is_file()]
+    promised = False
     if (path / "summary.json").exists():
         try:
             promised = read_summary(path).get("manifest") == MANIFEST
         except RunDamaged as err:
             out.append((err.file, err.reason))
-            promised = False
-        if promised and not (path / MANIFEST).exists() and not _locked(path):
-            out.append((MANIFEST, "missing (summary.json says the run recorded one)"))
-        try:
-            manifest = _json(path / MANIFEST)["files"] if (path / MANIFEST).exists() else None
-            if manifest is not None and not all(isinstance(v, dict) and isinstance(v.get("size"), int)
-                                                for v in manifest.values()):
-                raise ValueError("not the shape of a manifest")
-        except (ValueError, KeyError, TypeError, AttributeError) as err:
-            out.append((MANIFEST, str(err) or "not the shape of a manifest"))
-            manifest = None
-        for rel, rec in (manifest or {}).items():
+    if promised and not (path / MANIFEST).exists() and not _locked(path):
+        out.append((MANIFEST, "missing (summary.json says the run recorded one)"))
+    try:
+        manifest = _json(path / MANIFEST)["files"] if (path / MANIFEST).exists() else None
+        if manifest is not None and not all(isinstance(v, dict) and isinstance(v.get("size"), int)
+                                            for v in manifest.values()):
+            raise ValueError("not the shape of a manifest")
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        out.append((MANIFEST, str(err) or "not the shape of a manifest"))
+        manifest = None
+    if manifest is not None:
+        for rel, rec in manifest.items():
             f = path / rel
             if any(rel == seen for seen, _ in out):
                 continue
@@ -364,7 +373,7 @@ def problems(path: Path, deep: bool | tuple[str, ...] = ()) -> list[tuple[str, s
                 out.append((rel, f"truncated or changed: {f.stat().st_size} bytes, {rec['size']} recorded"))
             elif (deep is True or rel in deep) and _sha256(f) != rec.get("sha256"):
                 out.append((rel, "changed since the run finished (its SHA-256 differs from the manifest's)"))
-        if manifest is not None and deep is True:
+        if deep is True:
             out += [(str(p.relative_to(path)), "not in the manifest (added after the run finished)")
                     for p in _files(path) if str(p.relative_to(path)) not in manifest and p.name != CRASH]
     for p in parquet:
@@ -384,7 +393,7 @@ def problems(path: Path, deep: bool | tuple[str, ...] = ()) -> list[tuple[str, s
     return out
 
 
-def damage(path: Path, deep: bool | tuple[str, ...] = ()) -> str | None:
+def damage(path: Path, deep: bool | tuple[str, ...] = DATA) -> str | None:
     """``<file>: <reason>`` of a run's first problem (:func:`problems`), or None."""
     found = problems(path, deep)
     return f"{found[0][0]}: {found[0][1]}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else "") \
@@ -394,7 +403,7 @@ def damage(path: Path, deep: bool | tuple[str, ...] = ()) -> str | None:
 def verified(path: Path, rel: str) -> Path:
     """``path/rel``, after checking the run's other files cheaply and this one's hash against the manifest; a
     finished run's missing or changed file raises RunDamaged naming it (never read as empty)."""
-    found = problems(path, (rel,))
+    found = problems(path, (*DATA, rel))
     if found:
         raise RunDamaged(path.name, *next((p for p in found if p[0] == rel), found[0]))
     return path / rel
@@ -464,13 +473,17 @@ def resolve_run(store: str | Path, run: str) -> Path:
     raise StoreError(f"run {run!r} is ambiguous in {str(root)!r}: {', '.join(sorted(p.name for p in matches)[:5])}")
 
 
+RUN_FILES = ("config.toml", "summary.json", MANIFEST, "metrics.parquet")  # any of them: a run directory
+
+
 def run_dirs(store: str | Path) -> list[Path]:
-    """The store's run directories (a symlink among them included, to be reported, never followed)."""
+    """The store's run directories — those holding any of RUN_FILES, so that one whose config.toml is lost is still
+    listed (damaged) — and symlinks among them, to be reported, never followed."""
     return sorted(p for p in Path(store).glob("*") if not p.name.startswith(".") and p.name != "sweeps"
-                  and (p.is_symlink() or (p.is_dir() and (p / "config.toml").is_file())))
+                  and (p.is_symlink() or (p.is_dir() and any((p / f).is_file() for f in RUN_FILES))))
 
 
-def list_runs(store: str | Path, deep: bool | tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def list_runs(store: str | Path, deep: bool | tuple[str, ...] = DATA) -> list[dict[str, Any]]:
     """Every run directory with its status (:func:`run_status`), its start time and, while unfinished, the last
     logged step and the command that resumes it. A damaged run is a row of status ``damaged`` whose ``damage``
     says ``<file>: <reason>`` (:func:`problems`; ``deep``: the files whose hashes are checked too)."""
@@ -492,7 +505,7 @@ def list_runs(store: str | Path, deep: bool | tuple[str, ...] = ()) -> list[dict
                 row.update(experiment=s.get("experiment", row["experiment"]), wall_s=s.get("wall_s"))
         else:
             row["last_step"] = last_step(d)
-            if status != "running" and not _locked(d):
+            if status != "running" and not _locked(d) and not (d / MANIFEST).exists():
                 row["resume"] = f"icldyn run --resume {d}"
         out.append(row)
     return out
@@ -595,7 +608,7 @@ def _query(root: Path, sql: str, timeout_s: float, memory: str, max_rows: int,
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         kinds = ", ".join(str(st.type).rsplit(".", 1)[-1] for st in statements)
         raise StoreError(f"only {QUERY_HELP} is allowed (the store is read-only); got: {kinds}")
-    runs = list_runs(root, ("metrics.parquet",)) if root.is_dir() else []
+    runs = list_runs(root) if root.is_dir() else []
     for r in runs:
         if r["damage"]:
             skipped.setdefault(f"run {r['run_id']}", r["damage"])
