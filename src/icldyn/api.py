@@ -43,8 +43,10 @@ class Run:
     def summary(self) -> dict[str, Any]:
         from icldyn.store import read_summary, verified
 
-        return read_summary(verified(self.path, "summary.json").parent) if (self.path / "summary.json").exists() \
-            else {}
+        if not (self.path / "summary.json").exists():
+            return {}  # unfinished
+        verified(self.path, "summary.json")  # changed since the run finished: RunDamaged
+        return read_summary(self.path)
 
     @property
     def result(self):

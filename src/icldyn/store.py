@@ -450,8 +450,11 @@ def run_status(path: Path) -> str:
     """finished / diverged (summary.json), else running (locked by a live process), crashed (crash.json: an
     error stopped it) or interrupted (Ctrl-C, kill, power loss: ``--resume`` continues it); damaged where a file
     is missing, truncated or unreadable (:func:`problems`)."""
-    if problems(path):
-        return "damaged"
+    return "damaged" if problems(path) else _status(path)
+
+
+def _status(path: Path) -> str:
+    """:func:`run_status` of a run already checked."""
     if (path / "summary.json").is_file():
         return read_summary(path)["status"]
     if _locked(path):
@@ -492,10 +495,10 @@ def list_runs(store: str | Path, deep: bool | tuple[str, ...] = DATA) -> list[di
     out = []
     for d in run_dirs(store):
         hurt = damage(d, deep)
-        status = "damaged" if hurt else run_status(d)
+        status = "damaged" if hurt else _status(d)
         started = (d / "config.toml").stat().st_mtime if (d / "config.toml").is_file() and not d.is_symlink() else 0
         row = {"run_id": d.name, "experiment": d.name.split("-", 2)[-1].rsplit("-", 1)[0], "status": status,
-               "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+               "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "",
                "wall_s": None, "last_step": None, "resume": None, "path": str(d), "damage": hurt}
         if d.is_symlink():
             pass
@@ -588,6 +591,8 @@ def query(store: str | Path, sql: str, *, timeout_s: float = QUERY_TIMEOUT_S, me
             time.sleep(0.05)
         except _Unreadable as err:  # a file DuckDB could not read, though it passed the checks: left out, retried
             skipped[err.run_id] = err.why
+    else:
+        raise StoreError("query failed: files kept turning out unreadable; see `icldyn check`")
     if notes is not None:
         notes += [f"skipped damaged {what}: {why}" for what, why in sorted(skipped.items())]
     return out
