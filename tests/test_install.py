@@ -136,7 +136,7 @@ def test_build_falls_back_to_portable_flags_and_prunes_old_libraries(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=_env(CC=str(cc), ICLDYN_KERNEL_CACHE=str(cache))).stdout
     st = json.loads(out)
-    assert st["available"] and st["origin"] == "built" and st["reason"] == "native", st
+    assert st["available"] and st["origin"] == "built" and st["reason"].startswith("native, not a faster"), st
     assert "unsupported option -fopenmp" in Path(st["log"]).read_text()
     assert not any(f.exists() for f in stale)
     again = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -9,7 +9,6 @@ contract) with pandas DataFrames instead of tables. ``docs/python.md`` walks thr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,8 +42,12 @@ class Run:
 
     @property
     def summary(self) -> dict[str, Any]:
-        f = self.path / "summary.json"
-        return json.loads(f.read_text()) if f.is_file() else {}
+        from icldyn.store import read_summary, verified
+
+        if not (self.path / "summary.json").exists():
+            return {}  # unfinished
+        verified(self.path, "summary.json")  # changed since the run finished: RunDamaged
+        return read_summary(self.path)
 
     @property
     def result(self):
@@ -59,23 +62,32 @@ class Run:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from icldyn.store import METRICS_SCHEMA
+        from icldyn.store import METRICS_SCHEMA, RunDamaged, verified
 
+        verified(self.path, "metrics.parquet")  # a finished run's file missing or changed: RunDamaged, never empty
         files = [self.path / "metrics.parquet"] if (self.path / "metrics.parquet").is_file() else []
         files += sorted((self.path / "metrics.parts").glob("*.parquet")) if (self.path / "metrics.parts").is_dir() \
             else []
-        tables = [pq.read_table(f) for f in files] or [METRICS_SCHEMA.empty_table()]
+        try:
+            tables = [pq.read_table(f) for f in files] or [METRICS_SCHEMA.empty_table()]
+        except Exception as err:  # pyarrow's errors: a file changed since it was checked
+            raise RunDamaged(self.run_id, "metrics", f"unreadable ({type(err).__name__})") from None
         return pa.concat_tables(tables).to_pandas()
 
     @property
     def params(self) -> dict[str, Any]:
         import numpy as np
 
-        f = self.path / "params.npz"
+        from icldyn.store import RunDamaged, verified
+
+        f = verified(self.path, "params.npz")  # a finished run's file missing or changed: RunDamaged, never {}
         if not f.is_file():
             return {}
-        with np.load(f, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        try:
+            with np.load(f, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        except Exception as err:  # a bad zip, CRC or member
+            raise RunDamaged(self.run_id, "params.npz", f"unreadable ({type(err).__name__}: {err})") from None
 
     @property
     def figures(self) -> list[Path]:
@@ -120,20 +132,38 @@ def run(recipe: str, quick: bool = False, overrides: dict[str, Any] | None = Non
 
 
 def load(path_or_run_id: str | Path, store: str | Path = "runs") -> Run:
-    """A run by its directory, its id, or a unique part of its id."""
-    from icldyn.store import resolve_run
+    """A run by its directory, its id, or a unique part of its id. A damaged run (a file missing, truncated or
+    unreadable) raises :class:`icldyn.RunDamaged` naming the file; :func:`check` lists every problem."""
+    from icldyn.store import RunDamaged, problems, resolve_run
 
-    return Run(resolve_run(store, str(path_or_run_id)))
+    path = resolve_run(store, str(path_or_run_id))
+    found = problems(path)
+    if found:
+        raise RunDamaged(path.name, *found[0])
+    return Run(path)
+
+
+def check(run: str | Path | None = None, store: str | Path = "runs"):
+    """Verify the store (every run and sweep record) or one run against the manifests written when each run
+    finished (every file's size and SHA-256, each checkpoint's hash): one row each — kind, id, status, problems
+    (``<file>: <reason>``), ok."""
+    import pandas as pd
+
+    from icldyn.store import check as verify_store
+
+    return pd.DataFrame(verify_store(store, None if run is None else str(run)),
+                        columns=["kind", "id", "status", "problems", "ok"])
 
 
 def runs(store: str | Path = "runs"):
-    """One row a run: run_id, experiment, status, started, wall_s, last_step, resume, path."""
+    """One row a run: run_id, experiment, status, started, wall_s, last_step, resume, path, damage (a damaged
+    run's ``<file>: <reason>``; status ``damaged``)."""
     import pandas as pd
 
     from icldyn.store import list_runs
 
     return pd.DataFrame(list_runs(store), columns=["run_id", "experiment", "status", "started", "wall_s",
-                                                   "last_step", "resume", "path"])
+                                                   "last_step", "resume", "path", "damage"])
 
 
 def recipes():

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from icldyn.config import ConfigError, apply_sets, load_toml
 
@@ -30,6 +31,16 @@ DEFAULT_STORE = "runs"
 def fail(message: str, code: int = 2) -> None:
     err_console.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def cells(*values) -> list[Text]:
+    """Table cells as plain text: data (paths, ids, query values, claim text) is never read as rich markup."""
+    return [v if isinstance(v, Text) else Text(str(v)) for v in values]
+
+
+def say(console: Console, line: str) -> None:
+    """One line of data, printed as it is (no markup, no highlighting, no wrapping)."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @contextmanager
@@ -59,14 +70,14 @@ class RichReporter:
         self.progress, self.metric = progress, metric  # metric: the recipe's main metric, shown beside train_loss
 
     def start(self, description: str, total: int) -> Callable[[int, dict], None]:
-        task = self.progress.add_task(description, total=total, info="compiling…")
+        task = self.progress.add_task(escape(description), total=total, info="compiling…")
         plain = not err_console.is_terminal
         shown = [-1]
 
         def tick(step: int, metrics: dict) -> None:
             info = "  ".join(f"{k} {_finite_mean(metrics[k]):.4g}" for k in ("train_loss", self.metric)
                              if k in metrics)
-            self.progress.update(task, completed=step, info=info)
+            self.progress.update(task, completed=step, info=escape(info))
             if plain and (10 * step) // total > shown[0]:
                 shown[0] = (10 * step) // total
                 print(f"{description}: step {step}/{total}  {info}", file=sys.stderr, flush=True)
@@ -130,7 +141,7 @@ def run(
         return
     _print_points(summary)
     _print_divergence(summary, out_console)
-    out_console.print(f"run directory: {rd.path}")
+    say(out_console, f"run directory: {rd.path}")
     if summary["status"] != "finished":
         raise typer.Exit(1)
 
@@ -170,11 +181,11 @@ def _print_points(summary: dict) -> None:
     result = typed(summary)
     if not result.table:
         return
-    table = Table(title=f"{summary['experiment']}: measured vs theory")
+    table = Table(title=Text(f"{summary['experiment']}: measured vs theory"))
     for col in result.table.columns:
-        table.add_column(col)
+        table.add_column(Text(col))
     for row in result.table.rows:
-        table.add_row(*(str(c) for c in row))
+        table.add_row(*cells(*row))
     out_console.print(table)
     for line in result.headline:
         out_console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -227,12 +238,12 @@ def _print_sweep(out: Path, record: dict) -> None:
     from icldyn.sweep import final_losses
 
     finals = final_losses(out, record)
-    table = Table(title=f"sweep {record['sweep_id']} ({record['target'].get('experiment')})")
+    table = Table(title=Text(f"sweep {record['sweep_id']} ({record['target'].get('experiment')})"))
     for col in ("point", "run_id", "status", "final loss (mean ± sd over seeds)"):
         table.add_column(col)
     for p in record["points"]:
-        table.add_row(", ".join(f"{k}={v}" for k, v in p["overrides"].items()), p["run_id"] or "—", p["status"],
-                      finals.get(p["run_id"], "—"))
+        table.add_row(*cells(", ".join(f"{k}={v}" for k, v in p["overrides"].items()), p["run_id"] or "—",
+                             p["status"], finals.get(p["run_id"], "—")))
     out_console.print(table)
 
 
@@ -244,9 +255,10 @@ def sweeps_(out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
     table = Table()
     for col in ("sweep_id", "experiment", "axes", "points", "finished", "report"):
         table.add_column(col)
-    for r in list_sweeps(out):
-        table.add_row(r["sweep_id"], r["experiment"], r["axes"], str(r["points"]), str(r["finished"]),
-                      r["report"] or "—")
+    with bad_input():
+        rows = list_sweeps(out)
+    for r in rows:
+        table.add_row(*cells(r["sweep_id"], r["experiment"], r["axes"], r["points"], r["finished"], r["report"] or "—"))
     out_console.print(table)
 
 
@@ -275,16 +287,17 @@ def runs(out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
     for r in rows:
         more = " ".join(x for x in (f"step {r['last_step']}" if r["last_step"] is not None else "", r["resume"] or "")
                         if x)
-        table.add_row(r["run_id"], r["experiment"], r["status"], r["started"],
-                      f"{r['wall_s']:.1f}" if r["wall_s"] else "", more)
+        status = f"damaged: {r['damage']}" if r["damage"] else r["status"]
+        table.add_row(*cells(r["run_id"], r["experiment"], status, r["started"],
+                             f"{r['wall_s']:.1f}" if r["wall_s"] else "", more))
     out_console.print(table)
 
 
 @app.command()
 def show(run_: str = typer.Argument(..., metavar="RUN"),
          out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
-    """Print a run's report."""
-    from icldyn.store import StoreError, last_step, resolve_run, run_status
+    """Print a run's report (a damaged run: what is missing or changed, exit 1)."""
+    from icldyn.store import StoreError, damage, last_step, resolve_run, run_status
     from icldyn.sweep import load_record
 
     with bad_input():
@@ -295,37 +308,65 @@ def show(run_: str = typer.Argument(..., metavar="RUN"),
                 raise
             record = load_record(out, run_)
             _print_sweep(out, record)
-            if record.get("report"):
-                out_console.print((out / record["report"]).read_text(), markup=False, highlight=False)
+            if record.get("report") and (out / record["report"]).is_file():
+                out_console.print((out / record["report"]).read_text(errors="replace"), markup=False, highlight=False)
             return
+        hurt = damage(path)
+        if hurt:
+            fail(f"run {path.name} is damaged: {hurt}; `icldyn check {path.name}` verifies every file", 1)
         if not (path / "report.md").is_file():
             step, status = last_step(path), run_status(path)
             raise StoreError(f"run {path.name} is {status}" + (f" (last logged step {step})" if step else "")
                              + ": its report is written when it finishes"
                              + ("" if status == "running" else f"; continue it with: icldyn run --resume {path}"))
-    out_console.print(f"{path}\n")
-    out_console.print((path / "report.md").read_text(), markup=False, highlight=False)
+    say(out_console, f"{path}\n")
+    out_console.print((path / "report.md").read_text(errors="replace"), markup=False, highlight=False)
 
 
 @app.command()
 def query(sql: str = typer.Argument(..., help="one SELECT over the views metrics, finals, runs and sweeps"),
           out: Path = typer.Option(Path(DEFAULT_STORE), "--out"),
-          as_json: bool = typer.Option(False, "--json")) -> None:
+          as_json: bool = typer.Option(False, "--json"),
+          timeout: float = typer.Option(60.0, "--timeout", help="seconds before the query is stopped"),
+          memory: str = typer.Option("2GB", "--memory", help="DuckDB's memory limit for the query, e.g. 500MB, 8GB")
+          ) -> None:
     """Read-only DuckDB SQL over the store: metrics (long format), finals (each run's, point's and seed's last
-    logged value per metric), runs and sweeps."""
+    logged value per metric), runs and sweeps. Damaged runs are left out, each named in one line on stderr."""
     from icldyn.store import query as run_query
 
+    notes: list[str] = []
     with bad_input():
-        cols, rows = run_query(out, sql)
+        cols, rows = run_query(out, sql, timeout_s=timeout, memory=memory, notes=notes)
+    for note in notes:
+        say(err_console, f"note: {note} (left out of every view; `icldyn check` lists every problem)")
     if as_json:
         print(json.dumps([dict(zip(cols, r)) for r in rows], default=str))
         return
     table = Table()
     for c in cols:
-        table.add_column(c)
+        table.add_column(Text(c))
     for r in rows:
-        table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in r))
+        table.add_row(*cells(*(f"{v:.6g}" if isinstance(v, float) else v for v in r)))
     out_console.print(table)
+
+
+@app.command()
+def check(run_: Optional[str] = typer.Argument(None, metavar="[RUN]", help="one run (default: the whole store)"),
+          out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
+    """Verify the store's runs and sweep records (or one run) against the manifests written when each run finished:
+    every file there, at its size and SHA-256, each checkpoint's hash. One line per problem; exit 1 if any."""
+    from icldyn.store import check as verify_store
+
+    with bad_input():
+        rows = verify_store(out, run_)
+    for r in rows:
+        for problem in r["problems"]:
+            say(out_console, f"damaged: {r['kind']} {r['id']}: {problem}")
+    bad = [r for r in rows if not r["ok"]]
+    say(out_console, f"{len(rows) - len(bad)} of {len(rows)} checked ({sum(r['kind'] == 'run' for r in rows)} runs, "
+        f"{sum(r['kind'] == 'sweep' for r in rows)} sweep records) sound" + (f"; {len(bad)} damaged" if bad else ""))
+    if bad:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -351,8 +392,8 @@ def verify(paper: Optional[str] = typer.Option(None, "--paper", help="an install
         for col in ("paper", "claim", "theory", "measured", "tolerance", "pass"):
             table.add_column(col)
         for c in claims:
-            table.add_row(c.paper, c.claim, *c.display(),
-                          "[green]pass[/green]" if c.passed else "[red]FAIL[/red]")
+            table.add_row(*cells(c.paper, c.claim, *c.display(),
+                                 Text("pass", "green") if c.passed else Text("FAIL", "red")))
         out_console.print(table)
     if not all(c.passed for c in claims):
         raise typer.Exit(1)
@@ -369,7 +410,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="print the report 
         print(json.dumps(info, indent=2))
         return
     for section, items in info.items():
-        out_console.print(f"[bold]{section}[/bold]", highlight=False)
+        out_console.print(Text(section, "bold"), highlight=False)
         for key, value in items.items():
             shown = ", ".join(value) if isinstance(value, list) else value
             out_console.print(f"  {key:22s} {shown}", markup=False, highlight=False, soft_wrap=True)
@@ -396,7 +437,8 @@ def main() -> None:
     except Exception as err:  # a bug: still one line (ICLDYN_DEBUG=1 shows the traceback)
         if os.environ.get("ICLDYN_DEBUG"):
             raise
-        err_console.print(f"error: internal error ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+        first = str(err).splitlines()[0] if str(err) else ""
+        err_console.print(f"error: internal error ({type(err).__name__}: {first})"
                           "; rerun with ICLDYN_DEBUG=1 for the traceback and please report it",
                           markup=False, highlight=False, soft_wrap=True)
         sys.exit(1)

@@ -14,27 +14,87 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import tomllib
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from icldyn.errors import ConfigError
 
+LIST_RANGE = (1e-6, 1e6)  # PositiveList's values (eigenvalues, singular values, probabilities): within this range
+INT64 = 2**63 - 1  # every integer field fits in int64 (JAX, NumPy and Parquet hold steps, seeds, … as int64)
+
 
 def _positive(v: list[float] | None) -> list[float] | None:
-    if v is not None and (len(v) == 0 or min(v) <= 0):
-        raise ValueError(f"must be a non-empty list of positive floats, got {v}")
+    lo, hi = LIST_RANGE
+    if v is not None and (len(v) == 0 or not all(math.isfinite(x) and lo <= x <= hi for x in v)):
+        raise ValueError(f"must be a non-empty list of positive, finite floats within [{lo:g}, {hi:g}], got {v}")
     return v
 
 
-PositiveList = Annotated[list[float] | None, AfterValidator(_positive)]  # None, or a non-empty list of floats > 0
+PositiveList = Annotated[list[float] | None, AfterValidator(_positive)]  # None, or a non-empty list in LIST_RANGE
+
+
+def _show(v: Any) -> str:
+    """A value as TOML spells it (``true``, not ``True``)."""
+    return repr(v).replace("True", "true").replace("False", "false")
+
+
+def _numbers(v: Any):
+    """Every number inside a field's value (lists, tuples and dict values walked)."""
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _numbers(x)
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from _numbers(x)
+    elif isinstance(v, (int, float)):
+        yield v
 
 
 class Section(BaseModel):
     """Base of every config section: unknown keys refused, frozen, defaults validated."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_bools(cls, data: Any) -> Any:
+        """No coercion between booleans and numbers: ``true`` is not 1 step, 1 is not ``true``."""
+        if not isinstance(data, dict):
+            return data
+        prefix = next((f"{name}." for name, base in (("data", DataSection), ("model", ModelSection),
+                                                       ("train", TrainConfig)) if issubclass(cls, base)), "")
+        for field, v in data.items():
+            info = cls.model_fields.get(field)
+            ann = str(info.annotation) if info is not None else ""
+            if ann == str(bool) and not isinstance(v, bool):
+                raise ValueError(f"{prefix}{field} = {_show(v)} is not allowed: must be true or false")
+            numeric = ("int" in ann or "float" in ann) and "bool" not in ann and "str" not in ann
+            if numeric and any(isinstance(x, bool) for x in _numbers(v)):
+                raise ValueError(f"{prefix}{field} = {_show(v)} is not allowed: must be a number, not true/false")
+        return data
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _finite(cls, v: Any) -> Any:
+        """Every float finite (NaN, ±inf and TOML's 1e400 refused) and every integer within int64."""
+        for x in _numbers(v):
+            if isinstance(x, float) and not math.isfinite(x):
+                raise ValueError(f"{x} is not allowed: must be a finite number")
+            if isinstance(x, int) and not -INT64 - 1 <= x <= INT64:
+                raise ValueError(f"{x} is not allowed: must be within ±(2⁶³ − 1) (a 64-bit integer)")
+        return v
 
 
 class DataSection(Section):
@@ -258,10 +318,33 @@ def build(raw: dict[str, Any]) -> RunConfig:
         raise ConfigError(_one_line(err)) from None
 
 
+MAX_DEPTH = 32  # nesting of tables and arrays a config may have (tomllib itself recurses without a bound)
+
+
+def _depth(v: Any) -> int:
+    if isinstance(v, dict):
+        return 1 + max(map(_depth, v.values()), default=0)
+    if isinstance(v, list):
+        return 1 + max(map(_depth, v), default=0)
+    return 0
+
+
+def _loads(text: str, what: str) -> dict[str, Any]:
+    """``tomllib.loads``, refusing text nested more than MAX_DEPTH levels (the parser recurses per level)."""
+    try:
+        out = tomllib.loads(text)
+        deep = _depth(out) > MAX_DEPTH
+    except RecursionError:
+        deep = True
+    if deep:
+        raise ConfigError(f"{what} is nested more than {MAX_DEPTH} levels deep")
+    return out
+
+
 def parse_value(text: str) -> Any:
     """A `--set` value: TOML syntax (numbers, booleans, lists, quoted strings) or a bare string."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        return _loads(f"v = {text}", f"--set value {text[:40]!r}")["v"]
     except tomllib.TOMLDecodeError:
         return text
 
@@ -297,11 +380,21 @@ def apply_sets(raw: dict[str, Any], sets: list[str]) -> dict[str, Any]:
 
 
 def load_toml(path: str) -> dict[str, Any]:
+    """A TOML file as a dict; a missing, unreadable, non-UTF-8, malformed or too deeply nested file is one line."""
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            data = f.read()
     except FileNotFoundError:
         raise ConfigError(f"config file {path!r} does not exist") from None
+    except OSError as err:
+        raise ConfigError(f"config file {path!r} cannot be read: {err.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {path!r} is not UTF-8 text (byte {data[err.start]:#04x} at offset "
+                          f"{err.start})") from None
+    try:
+        return _loads(text, f"config file {path!r}")
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"config file {path!r} is not valid TOML: {err}") from None
 

@@ -76,13 +76,18 @@ DPI = 200  # raster copy; every figure is also saved as a vector PDF beside it
 
 def save(fig, rd, name: str):
     """``figures/<name>.png`` (200 dpi) and ``figures/<name>.pdf`` (vector), legends placed outside the axes
-    included (tight bounding box); returns the PNG's path relative to the run directory. With ``rd=None``
-    (a notebook) nothing is written and the matplotlib Figure itself is returned."""
+    included (tight bounding box), each written atomically (a temporary file, fsynced, renamed: a kill or a full
+    disk leaves the old file or none, never a partial one); returns the PNG's path relative to the run directory.
+    With ``rd=None`` (a notebook) nothing is written and the matplotlib Figure itself is returned."""
+    from icldyn.store import atomic_write
+
     fig.tight_layout()
     if rd is None:
         return fig
     png = rd.figure(name)
-    for path in (png, png.with_suffix(".pdf")):
-        fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        for path in (png, png.with_suffix(".pdf")):
+            atomic_write(path, lambda f: fig.savefig(f, format=path.suffix[1:], dpi=DPI, bbox_inches="tight"))
+    finally:
+        plt.close(fig)
     return f"figures/{name}.png"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import jax
 
 from icldyn import __version__, plots
-from icldyn.config import RunConfig, with_overrides
+from icldyn.config import ConfigError, RunConfig, with_overrides
 from icldyn.plugins import get
 from icldyn.recipe import Recipe, Reporter, Result, SilentReporter, Table, Trained
 from icldyn.store import RunDir
@@ -92,6 +93,12 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
         _release(rds)
         raise RunInterrupted(rds) from None
     except Exception as err:
+        if _too_big(err):  # refused before training, or XLA could not allocate: bad input, no crashed run left
+            _release(rds)
+            for rd, old in zip(rds, resume or [None] * len(rds)):
+                if old is None:
+                    shutil.rmtree(rd.path, ignore_errors=True)
+            raise ConfigError(_too_big(err)) from None
         for rd in rds:
             rd.mark_crashed(err)
         _release(rds)
@@ -121,6 +128,17 @@ def finish(exp: Recipe, cfg: RunConfig, rd: RunDir, trained: Trained | Result) -
         raise TypeError(f"{exp.name}'s runner returned trained points but the recipe has no combine()")
     points = [exp.result.point_type().model_validate(p) for p in trained.points]
     return exp.result.model_validate(exp.combine(cfg, points, trained.rows, rd))
+
+def _too_big(err: Exception) -> str | None:
+    """One line where ``err`` says the program does not fit in memory (our estimate, or XLA's allocator)."""
+    from icldyn.runtime import TooBig
+
+    first = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if isinstance(err, TooBig):
+        return first
+    if isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in first or "Out of memory" in first:
+        return f"the program does not fit in memory ({first[:200]}); lower train.batch, data.n or seeds"
+    return None
 
 
 def _release(rds: list[RunDir]) -> None:

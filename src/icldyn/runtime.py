@@ -10,6 +10,7 @@ programs; ``ICLDYN_JAX_CACHE`` overrides) and ``kernels/`` (the C kernel's libra
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import os
 from pathlib import Path
@@ -27,6 +28,76 @@ def cache_root() -> Path:
 def jax_cache_dir() -> Path:
     env = os.environ.get("ICLDYN_JAX_CACHE")
     return Path(env) if env else cache_root() / "jax"
+
+
+def _seal_of(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def publish(tmp: Path, path: Path) -> None:
+    """Move a freshly built artifact (a shared library) from ``tmp`` to ``path``, its size and SHA-256 recorded
+    beside it first (``<path>.sha256``), so that :func:`intact` can tell a later truncation or change; seals left
+    by libraries no longer there are removed."""
+    seal, part = _seal_of(path), _seal_of(tmp)
+    part.write_text(f"{tmp.stat().st_size} {_sha256(tmp)}\n")
+    os.replace(part, seal)
+    os.replace(tmp, path)  # atomic: concurrent builders agree
+    for old in path.parent.glob("*.sha256"):
+        if not old.with_name(old.name.removesuffix(".sha256")).exists():
+            old.unlink(missing_ok=True)
+
+
+def intact(path: Path) -> bool:
+    """Whether ``path`` has the size and SHA-256 recorded when it was published (:func:`publish`); False where it,
+    or its record, is missing, truncated or changed — it is then to be rebuilt, never loaded (a truncated shared
+    library with a valid header is mapped by ``dlopen`` and kills the process with SIGBUS when run)."""
+    try:
+        size, digest = _seal_of(path).read_text().split()
+        return path.stat().st_size == int(size) and _sha256(path) == digest
+    except (OSError, ValueError):
+        return False
+
+
+def available_memory() -> int | None:
+    """Bytes the default device can still allocate: an accelerator's free memory, or on a CPU the smaller of the
+    system's available memory and this process's cgroup limit (a container, a batch job); None where unknown."""
+    dev = jax.devices()[0]
+    if dev.platform != "cpu":
+        stats = dev.memory_stats() or {}
+        return stats["bytes_limit"] - stats.get("bytes_in_use", 0) if "bytes_limit" in stats else None
+    out = []
+    try:
+        with open("/proc/meminfo") as f:
+            out += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError):
+        pass
+    for limit, used in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            cap = Path(limit).read_text().strip()
+            if cap != "max" and int(cap) < 1 << 60:
+                out.append(int(cap) - int(Path(used).read_text()))
+            break
+        except (OSError, ValueError):
+            continue
+    return min(out) if out else None
+
+
+class TooBig(ValueError):
+    """A program whose arrays cannot fit in this machine's memory: refused before it compiles, in one line."""
+
+
+def check_fits(what: str, needed: int, hint: str) -> None:
+    """Raise :class:`TooBig` where ``needed`` bytes exceed :func:`available_memory`."""
+    free = available_memory()
+    if free is not None and needed > free:
+        raise TooBig(f"{what} needs at least {needed / 2**30:.3g} GiB, and this machine has {free / 2**30:.3g} GiB "
+                     f"available; {hint}")
 
 
 def setup_jax(cache_dir: str | None = None) -> None:

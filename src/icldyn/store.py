@@ -13,9 +13,12 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import secrets
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,15 @@ class StoreError(ValueError):
     """A run or store path that cannot be used; the message is one line."""
 
 
+class RunDamaged(StoreError):
+    """A run (or sweep record) whose file is missing, truncated, changed or unreadable: one line naming the run, the
+    file and what is wrong. ``file`` and ``reason`` hold the two parts."""
+
+    def __init__(self, run_id: str, file: str, reason: str, what: str = "run"):
+        self.run_id, self.file, self.reason = run_id, file, reason
+        super().__init__(f"{what} {run_id} is damaged: {file}: {reason}")
+
+
 def _atomic(path: Path, write) -> None:
     """Write via a temporary file in the same directory, then rename over ``path``."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -48,6 +60,9 @@ def _atomic(path: Path, write) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+atomic_write = _atomic  # for writers outside the store (figures): ``atomic_write(path, lambda f: ...)``
 
 
 def write_text(path: Path, text: str) -> None:
@@ -79,9 +94,9 @@ class RunDir:
     """A run directory being written.
 
     Besides the final files it holds, while a run is in progress, ``metrics.parts/`` (small Parquet
-    files of the point being trained's logged rows, written at least every second, each named by its last step; folded into ``metrics.parquet`` when the point
-    ends) and ``checkpoint/`` (one ``.npz`` per point: what ``--resume`` continues from; removed when the
-    run finishes)."""
+    files of the point being trained's logged rows, written at least every second, each named by its last step;
+    folded into ``metrics.parquet`` when the point ends) and ``checkpoint/`` (one ``.npz`` per point: what
+    ``--resume`` continues from; removed when the run finishes)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -98,8 +113,15 @@ class RunDir:
             self._lock = None
 
     def mark_crashed(self, err: BaseException) -> None:
-        """Record why the run stopped (``icldyn runs`` then says crashed, not interrupted)."""
-        write_json(self.path / CRASH, {"error": f"{type(err).__name__}: {err}"[:500], "time": time.time()})
+        """Record why the run stopped (``icldyn runs`` then says crashed, not interrupted). On a full disk, where
+        the record cannot be written, an empty crash.json still marks it (a file without data needs no block)."""
+        try:
+            write_json(self.path / CRASH, {"error": f"{type(err).__name__}: {err}"[:500], "time": time.time()})
+        except OSError:
+            try:
+                (self.path / CRASH).touch()
+            except OSError:
+                pass
 
     @classmethod
     def create(cls, store: str | Path, name: str) -> RunDir:
@@ -126,8 +148,11 @@ class RunDir:
             raise StoreError(f"--resume {str(path)!r}: not a run directory (a real directory, not a symlink)")
         if not (path / "config.toml").is_file():
             raise StoreError(f"--resume {str(path)!r}: no config.toml, so not a run directory")
-        if (path / "summary.json").exists():
-            raise StoreError(f"--resume {str(path)!r}: the run already finished (summary.json exists)")
+        done = next((f for f in ("summary.json", MANIFEST) if (path / f).exists()), None)
+        if done:
+            hurt = damage(path)
+            raise StoreError(f"--resume {str(path)!r}: the run already finished ({done} exists)"
+                             + (f"; it is damaged ({hurt}): start a new run" if hurt else ""))
         return cls(path)
 
     def write_metrics_part(self, label: str, step: int, rows: dict[str, list]) -> None:
@@ -138,22 +163,48 @@ class RunDir:
         for part in (self.path / "metrics.parts").glob(f"{_tag(label)}-*.parquet"):
             part.unlink(missing_ok=True)
 
+    def _checkpoints(self, label: str) -> tuple[Path, Path]:
+        """The point's checkpoint and the one before it (kept, so that a damaged one has a fallback)."""
+        return self.path / "checkpoint" / f"{_tag(label)}.npz", self.path / "checkpoint" / f"{_tag(label)}.prev.npz"
+
     def save_checkpoint(self, label: str, arrays: dict[str, np.ndarray]) -> None:
-        _atomic(self.path / "checkpoint" / f"{_tag(label)}.npz", lambda f: np.savez(f, **arrays))
+        """The point's checkpoint, the SHA-256 of its arrays inside; the one it replaces is kept as the previous."""
+        path, prev = self._checkpoints(label)
+        digest = _digest(arrays)
+        if path.is_file():
+            os.replace(path, prev)
+        _atomic(path, lambda f: np.savez(f, **arrays, **{DIGEST: np.asarray(digest)}))
 
     def load_checkpoint(self, label: str) -> dict[str, np.ndarray] | None:
-        path = self.path / "checkpoint" / f"{_tag(label)}.npz"
-        if not path.is_file():
-            return None
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        """The point's last good checkpoint: the latest, else the one before it, verified against the hash stored
+        with it; None where neither is there or good (the point then restarts, its flushed rows cleared). A damaged
+        checkpoint is named in one line on stderr, with what happens instead."""
+        bad = []
+        for path in self._checkpoints(label):
+            if not path.is_file():
+                continue
+            try:
+                arrays = read_checkpoint(path)
+            except RunDamaged as err:
+                bad.append(f"{err.file} ({err.reason})")
+                continue
+            if bad:
+                _say(f"run {self.run_id}: checkpoint {bad[0]} is damaged; resuming from the previous one, "
+                     f"checkpoint/{path.name}")
+            return arrays
+        if bad:
+            _say(f"run {self.run_id}: checkpoint {' and '.join(bad)} damaged, no good checkpoint left; "
+                 f"{'point ' + repr(label) if label else 'the run'} restarts from step 0")
+            self.clear_parts(label)
+        return None
 
     def finish(self) -> None:
-        """Remove what only an unfinished run needs."""
+        """Remove what only an unfinished run needs, then record the manifest (every file's size and SHA-256)."""
         for sub in ("metrics.parts", "checkpoint"):
             for f in (self.path / sub).glob("*"):
                 f.unlink(missing_ok=True)
             (self.path / sub).rmdir()
+        write_manifest(self.path)
 
     def write_config(self, cfg: RunConfig) -> None:
         write_text(self.path / "config.toml", config_toml(cfg))
@@ -166,7 +217,8 @@ class RunDir:
         _atomic(self.path / "params.npz", lambda f: np.savez(f, **arrays))
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        write_json(self.path / "summary.json", summary)
+        """summary.json, naming the manifest :meth:`finish` records next (so that a deleted manifest is noticed)."""
+        write_json(self.path / "summary.json", {**summary, "manifest": MANIFEST})
 
     def write_report(self, text: str) -> None:
         write_text(self.path / "report.md", text)
@@ -175,7 +227,186 @@ class RunDir:
         return self.path / "figures" / f"{name}.png"
 
 
-LOCK, CRASH = ".lock", "crash.json"
+LOCK, CRASH, MANIFEST, DIGEST = ".lock", "crash.json", "manifest.json", "__sha256__"
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of named arrays: every name, dtype, shape and byte, in name order."""
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(f"{k}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def read_checkpoint(path: Path) -> dict[str, np.ndarray]:
+    """A checkpoint's arrays, verified against the hash saved inside it; RunDamaged names what is wrong."""
+    rel = f"{path.parent.name}/{path.name}"
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as err:  # BadZipFile, a bad CRC, a truncated member, not an .npz at all, …
+        raise RunDamaged(path.parent.parent.name, rel, _why(err)) from None
+    stored = arrays.pop(DIGEST, None)
+    if stored is not None and str(stored) != _digest(arrays):
+        raise RunDamaged(path.parent.parent.name, rel, "its arrays do not match the hash saved with them")
+    return arrays
+
+
+def _why(err: BaseException) -> str:
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"unreadable ({type(err).__name__}{': ' + text[:160] if text else ''})"
+
+
+def _files(path: Path) -> list[Path]:
+    """Every file a finished run directory holds (the lock, the manifest and temporary files aside)."""
+    return sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink() and p.name not in (LOCK, MANIFEST)
+                  and not p.name.startswith("."))
+
+
+def write_manifest(path: Path) -> None:
+    """``manifest.json``: each file's size and SHA-256, recorded when the run finishes, so that a file missing,
+    truncated or changed later is detected (:func:`problems`, ``icldyn check``) rather than read as empty."""
+    files = {str(p.relative_to(path)): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in _files(path)}
+    write_json(path / MANIFEST, {"files": files})
+
+
+SUMMARY_STATUSES = ("finished", "diverged")
+
+
+def _summary_shape(s: Any) -> str | None:
+    """What is wrong with a summary.json's shape, or None."""
+    if not isinstance(s, dict):
+        return f"not a JSON object (a {type(s).__name__})"
+    if s.get("status") not in SUMMARY_STATUSES:
+        return f"status {s.get('status')!r} is not one of {', '.join(SUMMARY_STATUSES)}"
+    if not isinstance(s.get("experiment", ""), str):
+        return "experiment is not a string"
+    wall = s.get("wall_s")
+    if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float)) or not math.isfinite(wall)):
+        return f"wall_s {wall!r} is not a number"
+    if not isinstance(s.get("points", []), list):
+        return "points is not a list"
+    return None
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as err:
+        raise ValueError(_why(err) if isinstance(err, OSError) else
+                         "empty" if not path.stat().st_size else "not valid JSON (truncated or changed)") from None
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    """A finished run's summary.json, checked for shape; RunDamaged names what is wrong."""
+    try:
+        s = _json(path / "summary.json")
+    except ValueError as err:
+        raise RunDamaged(path.name, "summary.json", str(err)) from None
+    why = _summary_shape(s)
+    if why:
+        raise RunDamaged(path.name, "summary.json", why)
+    return s
+
+
+DATA = ("config.toml", "summary.json", "metrics.parquet", "params.npz")  # hashed on every read; figures by check
+
+
+def problems(path: Path, deep: bool | tuple[str, ...] = DATA) -> list[tuple[str, str]]:
+    """What is wrong with a run directory, as (file, reason) pairs; empty for a sound run. Always checked: the
+    directory is no symlink, config.toml is TOML, summary.json and manifest.json are JSON of the right shape, every
+    file of the manifest is there at its recorded size, and each Parquet file's footer reads. ``deep``: the files
+    whose SHA-256 is compared with the manifest too (default: the data files, a few small files a run; True: every
+    file and every checkpoint's hash, as ``icldyn check``)."""
+    from icldyn.config import ConfigError, load_toml
+
+    if path.is_symlink():
+        return [(".", "the run directory is a symlink (not followed: it may lead outside the store)")]
+    out = []
+    if not (path / "config.toml").is_file():
+        out.append(("config.toml", "missing"))
+    else:
+        try:
+            load_toml(str(path / "config.toml"))
+        except ConfigError as err:
+            out.append(("config.toml", str(err).split(": ", 1)[-1]))
+    parquet = [p for p in [path / "metrics.parquet", *sorted((path / "metrics.parts").glob("*.parquet"))]
+               if p.is_file()]
+    promised = False
+    if (path / "summary.json").exists():
+        try:
+            promised = read_summary(path).get("manifest") == MANIFEST
+        except RunDamaged as err:
+            out.append((err.file, err.reason))
+    if promised and not (path / MANIFEST).exists() and not _locked(path):
+        out.append((MANIFEST, "missing (summary.json says the run recorded one)"))
+    try:
+        manifest = _json(path / MANIFEST)["files"] if (path / MANIFEST).exists() else None
+        if manifest is not None and not all(isinstance(v, dict) and isinstance(v.get("size"), int)
+                                            for v in manifest.values()):
+            raise ValueError("not the shape of a manifest")
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        out.append((MANIFEST, str(err) or "not the shape of a manifest"))
+        manifest = None
+    if manifest is not None:
+        for rel, rec in manifest.items():
+            f = path / rel
+            if any(rel == seen for seen, _ in out):
+                continue
+            if not f.is_file():
+                out.append((rel, "missing (the manifest records it)"))
+            elif f.stat().st_size != rec["size"]:
+                out.append((rel, f"truncated or changed: {f.stat().st_size} bytes, {rec['size']} recorded"))
+            elif (deep is True or rel in deep) and _sha256(f) != rec.get("sha256"):
+                out.append((rel, "changed since the run finished (its SHA-256 differs from the manifest's)"))
+        if deep is True:
+            out += [(str(p.relative_to(path)), "not in the manifest (added after the run finished)")
+                    for p in _files(path) if str(p.relative_to(path)) not in manifest and p.name != CRASH]
+    for p in parquet:
+        rel = str(p.relative_to(path))
+        if any(rel == f for f, _ in out):
+            continue
+        try:
+            pq.read_metadata(p)
+        except Exception as err:
+            out.append((rel, _why(err)))
+    if deep is True and (path / "checkpoint").is_dir():
+        for p in sorted((path / "checkpoint").glob("*.npz")):
+            try:
+                read_checkpoint(p)
+            except RunDamaged as err:
+                out.append((err.file, err.reason))
+    return out
+
+
+def damage(path: Path, deep: bool | tuple[str, ...] = DATA) -> str | None:
+    """``<file>: <reason>`` of a run's first problem (:func:`problems`), or None."""
+    found = problems(path, deep)
+    return f"{found[0][0]}: {found[0][1]}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else "") \
+        if found else None
+
+
+def verified(path: Path, rel: str) -> Path:
+    """``path/rel``, after checking the run's other files cheaply and this one's hash against the manifest; a
+    finished run's missing or changed file raises RunDamaged naming it (never read as empty)."""
+    found = problems(path, (*DATA, rel))
+    if found:
+        raise RunDamaged(path.name, *next((p for p in found if p[0] == rel), found[0]))
+    return path / rel
 
 
 def _lock(path: Path):
@@ -217,9 +448,15 @@ def last_step(path: Path) -> int | None:
 
 def run_status(path: Path) -> str:
     """finished / diverged (summary.json), else running (locked by a live process), crashed (crash.json: an
-    error stopped it) or interrupted (Ctrl-C, kill, power loss: ``--resume`` continues it)."""
+    error stopped it) or interrupted (Ctrl-C, kill, power loss: ``--resume`` continues it); damaged where a file
+    is missing, truncated or unreadable (:func:`problems`)."""
+    return "damaged" if problems(path) else _status(path)
+
+
+def _status(path: Path) -> str:
+    """:func:`run_status` of a run already checked."""
     if (path / "summary.json").is_file():
-        return json.loads((path / "summary.json").read_text()).get("status", "?")
+        return read_summary(path)["status"]
     if _locked(path):
         return "running"
     return "crashed" if (path / CRASH).is_file() else "interrupted"
@@ -231,8 +468,7 @@ def resolve_run(store: str | Path, run: str) -> Path:
     if (path / "config.toml").exists() and not path.is_symlink():
         return path
     root = Path(store)
-    matches = [p for p in root.glob("*") if p.is_dir() and run in p.name and (p / "config.toml").is_file()] \
-        if root.is_dir() else []
+    matches = [p for p in run_dirs(root) if run in p.name] if root.is_dir() else []
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -240,54 +476,135 @@ def resolve_run(store: str | Path, run: str) -> Path:
     raise StoreError(f"run {run!r} is ambiguous in {str(root)!r}: {', '.join(sorted(p.name for p in matches)[:5])}")
 
 
-def list_runs(store: str | Path) -> list[dict[str, Any]]:
+RUN_FILES = ("config.toml", "summary.json", MANIFEST, "metrics.parquet")  # any of them: a run directory
+
+
+def run_dirs(store: str | Path) -> list[Path]:
+    """The store's run directories — those holding any of RUN_FILES, so that one whose config.toml is lost is still
+    listed (damaged) — and symlinks among them, to be reported, never followed."""
+    return sorted(p for p in Path(store).glob("*") if not p.name.startswith(".") and p.name != "sweeps"
+                  and (p.is_symlink() or (p.is_dir() and any((p / f).is_file() for f in RUN_FILES))))
+
+
+def list_runs(store: str | Path, deep: bool | tuple[str, ...] = DATA) -> list[dict[str, Any]]:
     """Every run directory with its status (:func:`run_status`), its start time and, while unfinished, the last
-    logged step and the command that resumes it."""
+    logged step and the command that resumes it. A damaged run is a row of status ``damaged`` whose ``damage``
+    says ``<file>: <reason>`` (:func:`problems`; ``deep``: the files whose hashes are checked too)."""
     if Path(store).exists() and not Path(store).is_dir():
         raise StoreError(f"store {str(store)!r} is a file, not a directory")
     out = []
-    for d in sorted(p for p in Path(store).glob("*") if p.is_dir() and (p / "config.toml").is_file()):
-        status = run_status(d)
+    for d in run_dirs(store):
+        hurt = damage(d, deep)
+        status = "damaged" if hurt else _status(d)
+        started = (d / "config.toml").stat().st_mtime if (d / "config.toml").is_file() and not d.is_symlink() else 0
         row = {"run_id": d.name, "experiment": d.name.split("-", 2)[-1].rsplit("-", 1)[0], "status": status,
-               "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((d / "config.toml").stat().st_mtime)),
-               "wall_s": None, "last_step": None, "resume": None, "path": str(d)}
-        if (d / "summary.json").is_file():
-            s = json.loads((d / "summary.json").read_text())
-            row.update(experiment=s.get("experiment", row["experiment"]), wall_s=s.get("wall_s"))
+               "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "",
+               "wall_s": None, "last_step": None, "resume": None, "path": str(d), "damage": hurt}
+        if d.is_symlink():
+            pass
+        elif (d / "summary.json").is_file():
+            if not hurt:
+                s = read_summary(d)
+                row.update(experiment=s.get("experiment", row["experiment"]), wall_s=s.get("wall_s"))
         else:
             row["last_step"] = last_step(d)
-            if status != "running":
+            if status != "running" and not _locked(d) and not (d / MANIFEST).exists():
                 row["resume"] = f"icldyn run --resume {d}"
         out.append(row)
     return out
 
 
+def check(store: str | Path, run: str | None = None) -> list[dict[str, Any]]:
+    """Verify a store (every run and sweep record) or one run against the manifests: one row each — ``kind`` (run
+    or sweep), ``id``, ``status``, ``problems`` (``<file>: <reason>`` each; every file's SHA-256 compared, every
+    checkpoint's hash too) and ``ok``."""
+    root = Path(store)
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"store {str(root)!r} is a file, not a directory")
+    paths = [resolve_run(root, run)] if run is not None else run_dirs(root)
+    out = []
+    for d in paths:
+        found = [f"{f}: {why}" for f, why in problems(d, deep=True)]
+        status = "damaged" if found else run_status(d)
+        if not found and status in SUMMARY_STATUSES and not (d / MANIFEST).is_file():
+            status += " (no manifest: finished before manifests were written; not verified)"
+        out.append({"kind": "run", "id": d.name, "status": status, "problems": found, "ok": not found})
+    for f in sorted(root.glob("sweeps/*.json")) if run is None else []:
+        try:
+            read_record(f)
+            out.append({"kind": "sweep", "id": f.stem, "status": "ok", "problems": [], "ok": True})
+        except RunDamaged as err:
+            out.append({"kind": "sweep", "id": f.stem, "status": "damaged", "problems": [f"{err.file}: {err.reason}"],
+                        "ok": False})
+    return out
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A sweep record (``<store>/sweeps/<id>.json``), checked for shape; RunDamaged names what is wrong."""
+    rel = f"sweeps/{path.name}"
+    try:
+        r = _json(path)
+    except ValueError as err:
+        raise RunDamaged(path.stem, rel, str(err), "sweep") from None
+    ok = (isinstance(r, dict) and isinstance(r.get("sweep_id"), str) and isinstance(r.get("target"), dict)
+          and isinstance(r.get("axes"), dict) and isinstance(r.get("points"), list)
+          and all(isinstance(p, dict) and isinstance(p.get("overrides"), dict) and isinstance(p.get("status"), str)
+                  and isinstance(p.get("run_id"), (str, type(None))) for p in r["points"]))
+    if not ok:
+        raise RunDamaged(path.stem, rel, "not the shape of a sweep record", "sweep")
+    return r
+
+
 QUERY_HELP = "one SELECT (or WITH … SELECT) over the views metrics, finals, runs and sweeps"
+QUERY_TIMEOUT_S = 60.0  # a query running longer is interrupted (icldyn query --timeout)
+QUERY_MEMORY = "2GB"  # DuckDB's memory limit for one query (icldyn query --memory; DuckDB's own default: 80% of RAM)
+QUERY_MAX_ROWS = 1_000_000  # rows a result may have (fetched into this process)
 
 
-def query(store: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
+def query(store: str | Path, sql: str, *, timeout_s: float = QUERY_TIMEOUT_S, memory: str = QUERY_MEMORY,
+          max_rows: int = QUERY_MAX_ROWS, notes: list[str] | None = None) -> tuple[list[str], list[tuple]]:
     """Run one read-only SQL statement over the store: the views ``metrics`` (every run's metrics.parquet, plus
     the chunks an unfinished run has flushed), ``finals`` (each run's, point's and seed's last logged value of
     each metric), ``runs`` (one row a run: status, last step, …) and ``sweeps`` (sweep_id, run_id, status, key,
     value per swept key). Only a single SELECT runs (the parsed statement's type is checked); DuckDB sees no file
-    outside the store and its configuration is locked, so a query can neither write nor read elsewhere. A run
-    in progress may fold its chunk files away while they are listed; the query is then retried."""
+    outside the store, has no temporary directory (nothing spills to disk, so nothing planted in one is read) and
+    its configuration is locked, so a query can neither write nor read elsewhere. It is bounded: interrupted after
+    ``timeout_s`` seconds, within ``memory`` (a DuckDB size, e.g. ``2GB``) and ``max_rows`` result rows, each
+    exceeded with one line. Damaged runs and sweep records (:func:`problems`; a metrics file's hash is checked
+    against its run's manifest) are left out of every view, each named in one line appended to ``notes``. A run in
+    progress may fold its chunk files away while they are listed; the query is then retried."""
     root = Path(store)
     if not sql.strip():
         raise StoreError(f"empty query: give {QUERY_HELP}")
     if root.exists() and not root.is_dir():
         raise StoreError(f"store {str(root)!r} is a file, not a directory")
-    for attempt in range(5):
+    if not timeout_s > 0 or not math.isfinite(timeout_s):
+        raise StoreError(f"query timeout = {timeout_s} is not allowed: must be a positive number of seconds")
+    skipped: dict[str, str] = {}
+    for attempt in range(8):
         try:
-            return _query(root, sql)
+            out = _query(root, sql, timeout_s, memory, max_rows, skipped)
+            break
         except duckdb.IOException:
-            if attempt == 4:
+            if attempt == 7:
                 raise StoreError("query failed: the store kept changing while it was read; try again") from None
             time.sleep(0.05)
-    raise AssertionError("unreachable")
+        except _Unreadable as err:  # a file DuckDB could not read, though it passed the checks: left out, retried
+            skipped[err.run_id] = err.why
+    else:
+        raise StoreError("query failed: files kept turning out unreadable; see `icldyn check`")
+    if notes is not None:
+        notes += [f"skipped damaged {what}: {why}" for what, why in sorted(skipped.items())]
+    return out
 
 
-def _query(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
+class _Unreadable(Exception):
+    def __init__(self, run_id: str, why: str):
+        self.run_id, self.why = run_id, why
+
+
+def _query(root: Path, sql: str, timeout_s: float, memory: str, max_rows: int,
+           skipped: dict[str, str]) -> tuple[list[str], list[tuple]]:
     con = duckdb.connect(":memory:")
     try:
         statements = con.extract_statements(sql)
@@ -296,14 +613,25 @@ def _query(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         kinds = ", ".join(str(st.type).rsplit(".", 1)[-1] for st in statements)
         raise StoreError(f"only {QUERY_HELP} is allowed (the store is read-only); got: {kinds}")
-    files = sorted(str(p) for p in root.glob("*/metrics.parquet")) + sorted(
-        str(p) for p in root.glob("*/metrics.parts/*.parquet"))
+    runs = list_runs(root) if root.is_dir() else []
+    for r in runs:
+        if r["damage"]:
+            skipped.setdefault(f"run {r['run_id']}", r["damage"])
+    good = [r for r in runs if f"run {r['run_id']}" not in skipped]
+    files = [(r["run_id"], f) for r in good for f in [Path(r["path"]) / "metrics.parquet",
+                                                      *sorted((Path(r["path"]) / "metrics.parts").glob("*.parquet"))]
+             if f.is_file()]
+    try:
+        con.execute("SET temp_directory = ''")  # no spilling: DuckDB would allow reading its (relative) temp folder
+        con.execute("SET memory_limit = ?", [memory])
+    except duckdb.Error as err:
+        raise StoreError(f"query memory limit {memory!r} is not allowed: {str(err).splitlines()[0]}") from None
     if root.is_dir():
         con.execute("SET allowed_directories = [?]", [str(root.resolve()) + os.sep])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     if files:
-        listing = ", ".join("'" + str(Path(f).resolve()).replace("'", "''") + "'" for f in files)
+        listing = ", ".join("'" + str(f.resolve()).replace("'", "''") + "'" for _, f in files)
         con.execute(f"CREATE VIEW metrics AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
     else:
         con.execute("CREATE VIEW metrics AS SELECT * FROM (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS point, "
@@ -313,22 +641,45 @@ def _query(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
                 "arg_max(value, step) AS value FROM metrics GROUP BY run_id, point, seed, metric")
     # sweeps: one row per (point, swept key), so that a figure's table is one join away
     con.execute("CREATE TABLE sweeps (sweep_id VARCHAR, run_id VARCHAR, status VARCHAR, key VARCHAR, value VARCHAR)")
-    swept = [(s["sweep_id"], p["run_id"], p["status"], k, str(v))
-             for s in (json.loads(f.read_text()) for f in sorted(root.glob("sweeps/*.json")))
-             for p in s["points"] for k, v in p["overrides"].items()]
+    damaged = {k.split(" ", 1)[1] for k in skipped if k.startswith("run ")}
+    swept = []
+    for f in sorted(root.glob("sweeps/*.json")):
+        try:
+            record = read_record(f)
+        except RunDamaged as err:
+            skipped.setdefault(f"sweep {f.stem}", f"{err.file}: {err.reason}")
+            continue
+        swept += [(record["sweep_id"], p["run_id"], p["status"], k, str(v)) for p in record["points"]
+                  if p["run_id"] not in damaged for k, v in p["overrides"].items()]
     if swept:
         con.executemany("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?)", swept)
     cols = ("run_id", "experiment", "status", "started", "wall_s", "last_step", "path")
     con.execute("CREATE TABLE runs (run_id VARCHAR, experiment VARCHAR, status VARCHAR, started VARCHAR, "
                 "wall_s DOUBLE, last_step BIGINT, path VARCHAR)")
-    runs = list_runs(root) if root.is_dir() else []
-    if runs:
-        con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", [tuple(r[c] for c in cols) for r in runs])
+    if good:
+        con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", [tuple(r[c] for c in cols) for r in good])
+    timer = threading.Timer(timeout_s, con.interrupt)
+    timer.start()
     try:
         cur = con.execute(sql)
+        names = [c[0] for c in cur.description] if cur.description else []
+        rows = cur.fetchmany(max_rows + 1)
     except duckdb.IOException:
         raise
+    except duckdb.InterruptException:
+        raise StoreError(f"query stopped at its time limit ({timeout_s:g} s; raise it with --timeout)") from None
+    except duckdb.OutOfMemoryException:
+        raise StoreError(f"query stopped at its memory limit ({memory}; raise it with --memory)") from None
     except duckdb.Error as err:
-        raise StoreError(f"query failed: {str(err).splitlines()[0]}") from None
-    cols = [c[0] for c in cur.description] if cur.description else []
-    return cols, cur.fetchall()
+        first = str(err).splitlines()[0]
+        hit = next(((run_id, f) for run_id, f in files if str(f.resolve()) in str(err)), None)
+        if hit is not None:
+            raise _Unreadable(f"run {hit[0]}", f"{hit[1].relative_to(root / hit[0])}: unreadable ({first[:160]})") \
+                from None
+        raise StoreError(f"query failed: {first}") from None
+    finally:
+        timer.cancel()
+        con.close()
+    if len(rows) > max_rows:
+        raise StoreError(f"query result has more than {max_rows} rows; narrow it (WHERE, GROUP BY or LIMIT)")
+    return names, rows

@@ -45,7 +45,7 @@ from icldyn.plugins import get, recipe_of
 from icldyn.recipe import Point, Reporter, Result, SilentReporter
 from icldyn.runner import execute_group, execution, versions
 from icldyn.runner import report as report_md
-from icldyn.store import RunDir, StoreError, write_json, write_text
+from icldyn.store import RunDamaged, RunDir, StoreError, damage, read_record, write_json, write_text
 
 TOP_LEVEL = ("seeds", "seed")
 MAX_JOB = 64  # points per job at most: a job's slots, states and held-out sets all live in memory at once
@@ -119,14 +119,19 @@ def load_record(store: str | Path, sweep_id: str) -> dict[str, Any]:
     path = _record_path(Path(store), sweep_id)
     if not path.is_file():
         raise StoreError(f"no sweep {sweep_id!r} in {str(store)!r} (records are in {str(Path(store) / 'sweeps')})")
-    return json.loads(path.read_text())
+    return read_record(path)  # a damaged record: RunDamaged, one line
 
 
 def list_sweeps(store: str | Path) -> list[dict[str, Any]]:
     """Every sweep record in the store: id, recipe, axes, points, finished points, report."""
     out = []
     for f in sorted(Path(store).glob("sweeps/*.json")):
-        r = json.loads(f.read_text())
+        try:
+            r = read_record(f)
+        except RunDamaged as err:
+            out.append({"sweep_id": f.stem, "experiment": "—", "axes": f"damaged: {err.file}: {err.reason}",
+                        "points": 0, "finished": 0, "report": None})
+            continue
         out.append({"sweep_id": r["sweep_id"], "experiment": r["target"].get("experiment"),
                     "axes": ", ".join(f"{k}={v}" for k, v in r["axes"].items()), "points": len(r["points"]),
                     "finished": sum(p["status"] == "finished" for p in r["points"]), "report": r.get("report")})
@@ -154,7 +159,7 @@ def final_losses(store: str | Path, record: dict[str, Any]) -> dict[str, str]:
     out = {}
     for p in record["points"]:
         path = Path(store) / (p["run_id"] or "") / "metrics.parquet"
-        if not p["run_id"] or not path.is_file():
+        if not p["run_id"] or not path.is_file() or damage(path.parent, ("metrics.parquet",)):
             continue
         t = pq.read_table(path).to_pydict()
         finals = sorted(final_values(t, metric).items())
@@ -236,7 +241,7 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
 
     def finished_run(i: int) -> bool:
         run_id = record["points"][i]["run_id"]
-        return bool(run_id) and (store / run_id / "summary.json").is_file()
+        return bool(run_id) and (store / run_id / "summary.json").is_file() and not damage(store / run_id)
 
     todo = jobs([cfg for _, cfg in configs], [i for i in range(len(configs)) if not finished_run(i)], group)
     finished = len(configs) - sum(map(len, todo))
@@ -270,7 +275,8 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
         rds = []
         for i in job:
             point, cfg = record["points"][i], configs[i][1]
-            if point["run_id"] and (store / point["run_id"] / "config.toml").is_file():
+            if point["run_id"] and (store / point["run_id"] / "config.toml").is_file() and not (
+                    store / point["run_id"] / "summary.json").exists():
                 rds.append(RunDir.open(store / point["run_id"]))  # interrupted mid-job: continue from checkpoints
             else:
                 rds.append(RunDir.create(store, cfg.experiment))

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn.runtime import cache_root
+from icldyn.runtime import cache_root, intact, publish
 
 SOURCE_NAME = "_lsa_kernel.c"
 # fast-math reassociation vectorises the reductions; -fno-finite-math-only keeps NaN/Inf semantics so a
@@ -127,7 +127,7 @@ def _try_build(cc: str, src: Path, out: Path, cflags: list[str], link: list[str]
             log.append(res.stdout + res.stderr + f"[exit {res.returncode}]")
             if res.returncode != 0:
                 return f"{Path(cc).name} failed (exit {res.returncode}): {_first_error(res.stdout + res.stderr)}"
-        os.replace(tmp, out)  # atomic: concurrent builders agree
+        publish(tmp, out)  # atomic, its size and SHA-256 recorded beside it (checked before every load)
         return None
     finally:
         obj.unlink(missing_ok=True)
@@ -170,6 +170,9 @@ def _build(D: int) -> tuple[ctypes.CDLL | None, Status]:
                              + ident.encode()).hexdigest()[:16]
         out = folder / f"{prefix}{key}.so"
         origin = "cache"
+        if out.exists() and not intact(out):  # truncated or changed since it was built: rebuilt, never loaded
+            log.append(f"--- variant {name}: the cached {out.name} fails its size/SHA-256 check; rebuilding it")
+            out.unlink(missing_ok=True)
         if not out.exists():
             try:
                 folder.mkdir(parents=True, exist_ok=True)
@@ -193,7 +196,8 @@ def _build(D: int) -> tuple[ctypes.CDLL | None, Status]:
             _write_log(logfile, log)
             _prune(folder, D, prefix, out)
         _declare(lib)
-        return lib, Status(True, origin, name, ident, str(out), str(logfile) if logfile.exists() else None)
+        built = name if first_reason is None else f"{name}, not a faster variant: {first_reason}"
+        return lib, Status(True, origin, built, ident, str(out), str(logfile) if logfile.exists() else None)
     logfile = folder / f"lsa{D}_{ctag}_failed.log"
     _write_log(logfile, log)
     return unavailable("unavailable", f"{first_reason} (log: {logfile})", str(logfile))

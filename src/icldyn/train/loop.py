@@ -194,6 +194,20 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
     return state._replace(params=tile(state.params), opt_state=opt_state)
 
 
+def _check_fits(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: jax.Array, copies: int) -> None:
+    """Refuse, before anything compiles, a program whose training state (params, optimiser state and batch of every
+    slot, shapes from ``jax.eval_shape``: nothing allocated) twice over — the state and its update — with the tasks
+    and held-out sets does not fit in the memory available (:func:`icldyn.runtime.check_fits`)."""
+    from icldyn.runtime import check_fits
+
+    size = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))  # noqa: E731
+    state = jax.eval_shape(lambda t, k: init_states(problem, opt, t, k), tasks, keys)
+    batch = ", ".join(str(x.shape) for x in jax.tree.leaves(state.batch))[:80]
+    check_fits(f"training {copies * len(keys)} slot(s) (batch arrays {batch})",
+               2 * copies * size(state) + size(tasks) + size(tests),
+               "lower train.batch, data.n or seeds (or train on a larger machine)")
+
+
 def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: jax.Array, *,
           steps: int, log_every: int, resample_every: int = 1, max_loss: float = 1e6,
           on_chunk: Callable[[int, dict[str, np.ndarray]], None] | None = None,
@@ -223,6 +237,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
         problem, tasks, tests = in_dtype(problem, dtype), cast_floats(tasks, dtype), cast_floats(tests, dtype)
     copies = 1 if lrs is None else len(lrs)
     n_slots = copies * len(keys)
+    _check_fits(problem, opt, tasks, tests, keys, copies)
     state = init_states(problem, opt, tasks, keys, lrs, slot_lrs)
     evaluate = jax.jit(evaluate_slots(problem, copies))
     history = History()
