@@ -233,7 +233,7 @@ def test_damaged_checkpoints_resume_from_the_previous_one_or_restart_to_the_unin
 def private_kernel_cache(tmp_path, monkeypatch):
     """The kernel for D = 6 built into a cache of this test's own (the user's cache may be shared with other
     processes), and this process's kernel state restored afterwards."""
-    from icldyn.papers.ahn import kernel
+    from icldyn.components import lsa_kernel as kernel
 
     cache = tmp_path / "kernels"
     monkeypatch.setenv("ICLDYN_KERNEL_CACHE", str(cache))

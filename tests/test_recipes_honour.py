@@ -65,7 +65,8 @@ def overrides_for(exp) -> dict:
     """Overrides that move every core field away from the recipe's quick config."""
     base = exp.config(quick=True)
     over: dict = {"seeds": base.seeds + 1,
-                  "train": {"steps": max(1, base.train.steps // 2), "lr": base.train.lr / 2,
+                  # few steps and a small batch: a recipe that trains nothing (its steps: the draws) runs fast
+                  "train": {"steps": max(1, min(base.train.steps // 2, 20)), "batch": 64, "lr": base.train.lr / 2,
                             "dtype": "float64" if base.train.dtype == "float32" else "float32"}}
     if "test_size" in type(base.data).model_fields:
         over["data"] = {"test_size": 64}  # small held-out sets: the setups build fast

@@ -141,7 +141,9 @@ class TrainConfig(Section):
     clip_mode: Literal["global", "per_matrix"] = Field(
         "global", description="global norm, or each parameter block separately (official code)"
     )
-    schedule: Literal["constant", "step", "cosine"] = Field("constant", description="learning-rate schedule")
+    schedule: Literal["constant", "step", "cosine"] = Field(
+        "constant", description="learning-rate schedule: constant; step (× decay_factor every decay_every steps); "
+        "cosine (from lr to 0 over train.steps)")
     decay_every: int = Field(4000, ge=1, description="schedule = step: multiply lr by decay_factor every k steps")
     decay_factor: float = Field(0.5, gt=0.0, le=1.0, description="schedule = step: factor")
     steps: int = Field(2000, ge=1, description="optimisation steps")
