@@ -200,14 +200,22 @@ class RunConfig(Section):
 SECTIONS = ("data", "model", "train")
 
 
+@functools.cache
 def kinds(section: str) -> dict[str, type[Section]]:
-    """kind → its section class, over the installed plug-ins (``section``: data or model)."""
+    """kind → its section class, over the installed plug-ins (``section``: data or model). Papers may declare the
+    same component class; another class under a kind already taken is skipped with one line on stderr."""
+    import sys
+
     from icldyn.plugins import papers
 
     out: dict[str, type[Section]] = {}
     for paper in papers().values():
         for cls in (paper.data if section == "data" else paper.models):
-            out.setdefault(kind_of(cls), cls)
+            kind = kind_of(cls)
+            if out.setdefault(kind, cls) is not cls:
+                print(f"icldyn: plug-in {paper.name!r} declares {section}.kind = {kind!r} with another class "
+                      f"({cls.__module__}.{cls.__name__}) than {out[kind].__module__}.{out[kind].__name__}; skipped",
+                      file=sys.stderr)
     return out
 
 

@@ -37,6 +37,7 @@ class Claims(Protocol):
 
     def __call__(self, quick: bool, store: str | Path, reporter: Reporter | None, /) -> list[Claim]: ...
 
+
 GROUP = "icldyn.papers"
 
 
