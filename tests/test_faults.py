@@ -42,12 +42,13 @@ def _copy_as(src: Path, dst: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def pristine(tmp_path_factory):
-    """A three-run store of finished TINY quickstarts (one training) and a sound sweep record over them."""
+def pristine(tmp_path_factory, tiny_store):
+    """A three-run store of finished TINY quickstarts (the suite's shared one, copied under three ids) and a sound
+    sweep record over them."""
     root = tmp_path_factory.mktemp("faults") / "store"
-    rd, _ = execute(get("quickstart").config(CFG), root)
-    for tag in ("bbbbbb", "cccccc"):
-        _copy_as(rd.path, root / rd.run_id.replace(rd.run_id[-6:], tag))
+    [src] = [p for p in tiny_store.iterdir() if p.is_dir() and (p / "summary.json").is_file()]
+    for tag in ("aaaaaa", "bbbbbb", "cccccc"):
+        _copy_as(src, root / src.name.replace(src.name[-6:], tag))
     runs = sorted(p.name for p in root.iterdir())
     (root / "sweeps").mkdir()
     write_json(root / "sweeps" / "20261202-000000-quickstart-abcdef.json", {
