@@ -67,7 +67,7 @@ def main() -> None:
     from icldyn.components import lsa_kernel as kernel
     from icldyn.components.prompts import Prompts
     from icldyn.config import build
-    from icldyn.papers.ahn import problem as ahn_setup
+    from icldyn.papers.ahn import problem as ahn_problem
     from icldyn.papers.ahn.recipes import OFFICIAL_TRAIN
     from icldyn.train.loop import init_states, make_chunk
     from icldyn.train.optimizers import build_optimizer
@@ -89,7 +89,7 @@ def main() -> None:
                  "kernel": kernel.status(D + 1).as_dict(), "rows": []}
     for activation in ("relu", "softmax"):
         # -- equal work, float64
-        setup = ahn_setup.build(cfg_of(activation, 512, "float64"))
+        setup = ahn_problem.build(cfg_of(activation, 512, "float64"))
         rng = np.random.default_rng(0)
         params = {k: jnp.asarray(0.3 * rng.standard_normal((L, 1, D, D))) for k in ("A", "B")}
         task = jax.tree.map(lambda a: np.asarray(a[0]), setup.tasks)
@@ -110,7 +110,7 @@ def main() -> None:
 
         # -- training steps/s, float32
         cfg = cfg_of(activation, BATCH)
-        setup = ahn_setup.build(cfg)
+        setup = ahn_problem.build(cfg)
         opt = build_optimizer(cfg.train)
         k = 10
         chunk = jax.jit(make_chunk(setup.problem, opt, k, 1))

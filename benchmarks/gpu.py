@@ -14,7 +14,7 @@ from pathlib import Path
 import jax
 
 from icldyn.config import build
-from icldyn.papers.ahn import problem as ahn_setup
+from icldyn.papers.ahn import problem as ahn_problem
 from icldyn.papers.ahn.recipes import OFFICIAL_TRAIN
 from icldyn.runtime import setup_jax
 from icldyn.train.loop import init_states, make_chunk
@@ -28,7 +28,7 @@ def steps_per_s(L: int, B: int, seeds: int, resample: int, k: int = 200, repeats
                  "model": {"kind": "linear_attention", "layers": L, "parameterization": "relaxed", "init_std": 1e-4,
                             "forward": "moments"},
                  "train": {**OFFICIAL_TRAIN, "schedule": "constant", "lr": 0.01, "batch": B}})
-    setup = ahn_setup.build(cfg)
+    setup = ahn_problem.build(cfg)
     opt = build_optimizer(cfg.train)
     chunk = jax.jit(make_chunk(setup.problem, opt, k, resample))
     state = init_states(setup.problem, opt, setup.tasks, setup.keys)

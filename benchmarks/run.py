@@ -74,7 +74,7 @@ def worker(threads: int, quick: bool) -> dict:
     from icldyn.components.linear_attention import moments
     from icldyn.components.prompts import Prompts
     from icldyn.config import build
-    from icldyn.papers.ahn import problem as ahn_setup
+    from icldyn.papers.ahn import problem as ahn_problem
     from icldyn.papers.ahn.recipes import OFFICIAL_TRAIN
     from icldyn.train.loop import init_states, make_chunk
     from icldyn.train.optimizers import build_optimizer
@@ -93,7 +93,7 @@ def worker(threads: int, quick: bool) -> dict:
     # -- equal work: same init, same prompts, float64, a few steps: loss curves and parameters agree
     if threads == 1:
         cfg = official_cfg(3, 256, 1, dtype="float64")
-        setup = ahn_setup.build(cfg)
+        setup = ahn_problem.build(cfg)
         opt = build_optimizer(cfg.train)
         params = jax.tree.map(lambda a: a[0], init_states(setup.problem, opt, setup.tasks, setup.keys).params)
         # the reference's row form reads z_Nᵀ Q z_M: its Q block is the transpose of eq. (3)'s, i.e. −Aᵀ
@@ -147,7 +147,7 @@ def worker(threads: int, quick: bool) -> dict:
     for L, B in grid:
         for resample in (1, 100):
             cfg = official_cfg(L, B, resample)
-            setup = ahn_setup.build(cfg)
+            setup = ahn_problem.build(cfg)
             opt = build_optimizer(cfg.train)
             k = 200 if B == 1000 else 100
             chunk = jax.jit(make_chunk(setup.problem, opt, k, resample))
@@ -192,7 +192,7 @@ def worker(threads: int, quick: bool) -> dict:
     # -- seeds in one program vs one seed, batch 1000, L = 3
     for seeds in (1, 5):
         cfg = official_cfg(3, 1000, 1, seeds=seeds)
-        setup = ahn_setup.build(cfg)
+        setup = ahn_problem.build(cfg)
         opt = build_optimizer(cfg.train)
         chunk = jax.jit(make_chunk(setup.problem, opt, 200, 1))
         state = init_states(setup.problem, opt, setup.tasks, setup.keys)

@@ -10,8 +10,7 @@ import numpy as np
 
 from icldyn.components.prompts import w_covariance
 from icldyn.config import RunConfig, with_overrides
-from icldyn.papers.ahn import problem as ahn_setup
-from icldyn.papers.ahn import theory
+from icldyn.papers.ahn import problem, theory
 from icldyn.papers.ahn.figures import figures as draw_figures
 from icldyn.papers.ahn.results import AhnPoint, AhnResult
 from icldyn.recipe import Job, Recipe, Reporter, Rows, Table, Target, Trained, grid_points, run_jobs
@@ -36,7 +35,7 @@ def _mean(xs: list[float]) -> float:
     return float(np.mean(xs)) if xs else float("nan")
 
 
-def theory_refs(cfg: RunConfig, setup: ahn_setup.Setup) -> list[dict[str, float]]:
+def theory_refs(cfg: RunConfig, setup: problem.Setup) -> list[dict[str, float]]:
     """Per seed: the baselines on its held-out prompts and, for L = 1, Theorem 1 (linear attention) or, on
     isotropic data, Theorem 5 (ReLU attention), each also on the same held-out prompts (independent of training)."""
     L, n = cfg.model.layers, cfg.data.n
@@ -111,14 +110,14 @@ def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter) -> l
             pcfgs = [with_overrides(c, over) for c in cfgs]
             lrs = slot_lrs = None
             if shared:
-                setups = [ahn_setup.build(pcfgs[0])] * len(cfgs)
+                setups = [problem.build(pcfgs[0])] * len(cfgs)
                 refs = [theory_refs(pcfgs[0], setups[0])] * len(cfgs)
                 data = setups[0]
                 lrs = [c.train.lr for c in pcfgs] if len(cfgs) > 1 else None
             else:
-                setups = [ahn_setup.build(c) for c in pcfgs]
+                setups = [problem.build(c) for c in pcfgs]
                 refs = [theory_refs(c, s) for c, s in zip(pcfgs, setups)]
-                data = ahn_setup.stack(setups)
+                data = problem.stack(setups)
                 slot_lrs = [c.train.lr for c, s in zip(pcfgs, setups) for _ in s.seeds]
 
             def summarise(trained, wall, label=label, over=over, pcfgs=pcfgs, setups=setups, refs=refs):
