@@ -91,6 +91,9 @@ def recipes() -> dict[str, Recipe]:
             out.setdefault(exp.name, exp)
     for name, exp in list(out.items()):
         if exp.base is None:
+            if exp.runner is None:
+                print(f"icldyn: recipe {name!r} has neither a runner nor a base recipe; skipped", file=sys.stderr)
+                del out[name]
             continue
         base = out.get(exp.base)
         if base is None or base.base is not None:

@@ -257,8 +257,7 @@ def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, pr
     ``slot_lrs``, runs whose seeds are stacked on the seed axis, each slot at its own rate.
     Logged rows are flushed to each target's ``metrics.parts/`` after every chunk that ends ``train.flush_every``
     seconds or more after the last flush (each part is an fsynced Parquet file), and at the end; a checkpoint of the
-    whole
-    program is written to the first target every ``train.checkpoint_every`` seconds (and at the end), and
+    whole program is written to the first target every ``train.checkpoint_every`` seconds (and at the end), and
     resumed from when it is of the same slots (seeds and rates). ``losses``: the metrics that mark divergence
     besides the training loss. Returns (params, history) per target."""
     rd0, label0, _ = targets[0]
