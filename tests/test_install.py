@@ -63,8 +63,10 @@ def test_wheel_and_sdist_ship_the_kernel_source_and_the_wheel_runs_the_default_j
                            check=True, capture_output=True, text=True, cwd=venv).stdout
     assert where.startswith(str(venv)), where  # the wheel's copy, not the checkout
 
-    # `icldyn run` from the wheel, with a fresh kernel cache
-    res = subprocess.run([str(venv / "bin" / "icldyn"), "run", "--json", "--out", str(tmp / "runs")], cwd=tmp,
+    # `icldyn run` (the default job, shortened: its numbers and stability are checked on verify's run of the same
+    # config, tests/test_verify_ahn.py) from the wheel, with a fresh kernel cache
+    res = subprocess.run([str(venv / "bin" / "icldyn"), "run", "--json", "--out", str(tmp / "runs"),
+                          "--set", "train.steps=600", "--set", "data.test_size=5000"], cwd=tmp,
                          capture_output=True, text=True, env=_env(ICLDYN_KERNEL_CACHE=str(tmp / "kernels")))
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads(res.stdout)
@@ -75,12 +77,7 @@ def test_wheel_and_sdist_ship_the_kernel_source_and_the_wheel_runs_the_default_j
         assert Path(ex["kernel"]["library"]).parent == tmp / "kernels"
     else:
         assert (ex["forward"], ex["sampler"]) == ("moments", "jax")
-    assert summary["points"][0]["test_loss"] < 1.05 * summary["points"][0]["optimal_loss"]
-    # the default job is stable: no point's logged held-out loss rises above its step-0 value
-    rows = pq.read_table(tmp / "runs" / summary["run_id"] / "metrics.parquet").to_pylist()
-    for point in {r["point"] for r in rows}:
-        curve = {r["step"]: r["value"] for r in rows if r["point"] == point and r["metric"] == "test_loss"}
-        assert max(curve.values()) <= curve[0], (point, curve)
+    assert summary["points"][0]["test_loss"] < 1.15 * summary["points"][0]["optimal_loss"]  # 1.10 at 600 steps
 
 
 def _step20(rows: list[dict]) -> np.ndarray:

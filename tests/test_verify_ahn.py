@@ -1,5 +1,7 @@
 """`icldyn verify --paper ahn --quick`: every claim passes, with the issue's numbers asserted."""
 
+from pathlib import Path
+
 import pytest
 from conftest import assert_claims
 
@@ -43,6 +45,16 @@ def test_every_claim_passes_and_the_runs_verify_wrote_are_complete(claims, sessi
     As = [np.asarray(s.A[0]) for s in p1.seeds]
     sigmas = [np.asarray(s.sigma_sqrt) @ np.asarray(s.sigma_sqrt) for s in p1.seeds]
     assert gamma_claim(As, sigmas, p1.n).passed and not gamma_claim(As, sigmas, p1.n, lam_min=0.1).passed
+
+    # the default job (verify's quickstart is its config) is stable: no point's logged held-out loss rises above its
+    # step-0 value
+    import pyarrow.parquet as pq
+
+    quick = next(p for p in table.path if Path(p).name.split("-", 2)[2].startswith("quickstart"))
+    rows = pq.read_table(Path(quick) / "metrics.parquet").to_pylist()
+    for point in {r["point"] for r in rows}:
+        curve = {r["step"]: r["value"] for r in rows if r["point"] == point and r["metric"] == "test_loss"}
+        assert max(curve.values()) <= curve[0], (point, curve)
 
 
 def test_stationarity_claim_fails_away_from_the_critical_point():
