@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from icldyn.components.official import OFFICIAL_DATA, OFFICIAL_TRAIN, QUICK_DATA, QUICK_TRAIN
 from icldyn.components.prompts import w_covariance
 from icldyn.config import RunConfig, with_overrides
 from icldyn.papers.ahn import problem, theory
@@ -17,17 +18,6 @@ from icldyn.recipe import Job, Recipe, Reporter, Rows, Table, Target, Trained, g
 from icldyn.store import RunDir
 from icldyn.train.loop import History
 from icldyn.train.optimizers import build_optimizer
-
-# The official code's training set-up, shared by the paper-size recipes.
-OFFICIAL_TRAIN = {"optimizer": "adamw", "b1": 0.99, "b2": 0.9, "clip": 0.01, "clip_mode": "per_matrix",
-                  "schedule": "step", "batch": 20_000, "log_every": 200}
-OFFICIAL_DATA = {"kind": "prompts", "d": 5, "n": 20, "covariance": "official", "w_prior": "inverse_covariance",
-                 "resample_every": 100}
-# Quick sizes (under a minute on 2 CPU cores): fresh small batches, Adam with a cosine schedule and
-# global clipping converge these small models much faster per second than the official set-up.
-QUICK_TRAIN = {"optimizer": "adam", "b1": 0.9, "b2": 0.999, "clip": 1.0, "clip_mode": "global",
-               "schedule": "cosine", "lr": 0.05, "steps": 3000, "batch": 500, "log_every": 100}
-QUICK_DATA = {"resample_every": 1, "test_size": 20_000}
 
 
 def _mean(xs: list[float]) -> float:

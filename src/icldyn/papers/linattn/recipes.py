@@ -10,6 +10,7 @@ import numpy as np
 
 from icldyn import plots
 from icldyn.components import laws as data
+from icldyn.components.official import OFFICIAL_DATA, OFFICIAL_TRAIN, QUICK_DATA, QUICK_TRAIN
 from icldyn.config import RunConfig, with_overrides
 from icldyn.papers.linattn.figures import condition_figure, loss_curves, smoothness_figure
 from icldyn.papers.linattn.problem import TEST_KEY, model_of, problem_of
@@ -225,15 +226,8 @@ RECIPES.append(Recipe(
 # loss curves, Dist(Σ½A_ℓΣ½, I), Dist(A_ℓ, I) and Dist(B_ℓ, I) along training, and heat maps of the final weights.
 # The notebooks' batch is 20 000 prompts; quick runs use ahn's quick training (fresh batches of 500, Adam, cosine).
 
-# The official code's training set-up and law (as the ahn plug-in's paper-size recipes), and its quick sizes.
-OFFICIAL_TRAIN = {"optimizer": "adamw", "b1": 0.99, "b2": 0.9, "clip": 0.01, "clip_mode": "per_matrix",
-                  "schedule": "step", "batch": 20_000, "log_every": 200}
-OFFICIAL_DATA = {"kind": "prompts", "d": 5, "n": 20, "covariance": "official", "w_prior": "inverse_covariance",
-                 "resample_every": 100}
-QUICK_TRAIN = {"optimizer": "adam", "b1": 0.9, "b2": 0.999, "clip": 1.0, "clip_mode": "global",
-               "schedule": "cosine", "lr": 0.05, "steps": 3000, "batch": 500, "log_every": 100}
 ROTATION = {"data": OFFICIAL_DATA, "model": {"kind": "linear_attention", "layers": 3, "init_std": 1e-4}}
-ROTATION_QUICK = {"seeds": 1, "data": {"resample_every": 1, "test_size": 20_000}, "model": {"init_std": 1e-3},
+ROTATION_QUICK = {"seeds": 1, "data": QUICK_DATA, "model": {"init_std": 1e-3},
                   "train": {**QUICK_TRAIN, "steps": 3000}}
 # the runner, result type, figures and sweeps of the installed recipe ahn-structure (the ahn plug-in's linear
 # transformer on Gaussian prompts), resolved through the registry
