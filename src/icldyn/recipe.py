@@ -177,7 +177,7 @@ class Recipe:
             section, _, name = key.partition(".")
             given = name in (overrides.get(section) or {}) if name else section in overrides
             if given or key in (overrides.get("grid") or {}):
-                raise ConfigError(f"{key} is not used by {self.name} (it trains nothing that reads it); remove it")
+                raise ConfigError(f"{key} is not used by {self.name} (nothing it trains reads it); remove it")
         # the overrides' grid axes replace the recipe's axes of the same name and keep the others; an empty list
         # drops an axis, an empty grid ({}: a sweep's target) all of them
         over_grid = overrides.get("grid")

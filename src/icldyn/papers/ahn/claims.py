@@ -342,7 +342,6 @@ def claims(quick: bool, store: str | Path, reporter: Reporter | None) -> list[Cl
     def run(name: str, over: dict | None = None) -> AhnResult:
         return typed(execute(get(name).config(over, quick=quick), store, reporter)[1])
 
-
     # Monte-Carlo sizes: quick halves the fits (R stays ≤ 3: 1.14 and 2.40 measured) and the BFGS fits of Thms 2, 5
     mc = {"fit": 200_000, "test": 50_000} if quick else {}
     small = {"fit": 50_000, "test": 50_000} if quick else {}
