@@ -76,7 +76,7 @@ def test_recipes_validate_at_both_sizes():
 @pytest.mark.parametrize("args, needle", [
     (["run", "--set", "data.d=0"], "data.d"),
     (["run", "no-such-experiment"], "unknown experiment"),
-    (["run", "--set", "train.optimizer=rmsprop"], "train.optimizer"),
+    (["run", "--set", "train.optimizer=rmsprob"], "train.optimizer"),
     (["run", "missing.toml"], "does not exist"),
     (["verify", "--paper", "xyz"], "--paper"),
 ])

@@ -129,7 +129,8 @@ def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter) -> l
             name = label or cfg.experiment
             yield Job(cfg=pcfgs[0], targets=[Target(g, label, s.seeds) for g, s in enumerate(setups)],
                       problem=data.problem, opt=build_optimizer(pcfgs[0].train), tasks=data.tasks, tests=data.tests,
-                      keys=data.keys, summarise=summarise, lrs=lrs, slot_lrs=slot_lrs, arrays=arrays,
+                      keys=data.keys, init_keys=data.init_keys, summarise=summarise, lrs=lrs, slot_lrs=slot_lrs,
+                      arrays=arrays,
                       description=name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)")
 
     return run_jobs(rds, reporter, jobs())
@@ -143,12 +144,29 @@ def combine(cfg: RunConfig, points: list[AhnPoint], rows: Rows, out: RunDir | No
 
 
 # what a sweep's runs may differ in and still be one program (values of the optimiser state or the seed
-# axis, never a shape): the learning rate, the seeds, and the data law's Σ, task prior and noise
+# axis, never a shape): the learning rate, the seeds, and the data law's Σ, task prior, noise and data seed
 GROUP_FIELDS = ("train.lr", "seed", "seeds", "data.covariance", "data.eigenvalues", "data.condition_number",
-                "data.w_prior", "data.noise_std")
+                "data.rotate", "data.covariance_matrix", "data.w_prior", "data.w_covariance", "data.noise_std",
+                "data.seed")
 THEORY_KEYS = ("optimal_loss", "gd", "pgd", "ols")
+def assumptions(cfg: RunConfig) -> list[str]:
+    """The task priors outside Theorems 1 and 5 (w ~ N(0, I_d)), and what the theory column then is."""
+    d = cfg.data
+    if getattr(d, "kind", None) != "prompts":
+        return []
+    exact = ("optimal_loss is still exact: the one-layer loss depends on w only through Ω_w = E[wwᵀ] and, for a "
+             "prior symmetric under w ↦ −w, its minimiser is one preconditioned GD step, Γ* = Ω_wΣE[hhᵀ]⁻¹")
+    out = []
+    if d.w_law != "gaussian":
+        out.append(f"data.w_law = {d.w_law!r}: Theorems 1 and 5 assume Gaussian w; {exact}")
+    if d.w_prior == "matrix":
+        out.append("data.w_prior = 'matrix': Theorem 1 assumes w ~ N(0, I_d); optimal_loss is the minimiser "
+                   "Γ* = Ω_wΣE[hhᵀ]⁻¹ of the one-layer loss for this Ω_w (no longer Theorem 1's (n+1)/n Σ + tr(Σ)/n I)")
+    return out
+
+
 RUNNER = {"runner": run, "result": AhnResult, "group_runner": run_group, "group_fields": GROUP_FIELDS,
-          "combine": combine}
+          "combine": combine, "assumptions": assumptions}
 
 
 def _fmt(x: Any) -> str:
