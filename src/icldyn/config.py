@@ -533,18 +533,24 @@ def load_toml(path: str) -> dict[str, Any]:
 SPECS = ("optimizer", "schedule")  # train fields that take an optax name or table
 
 
+def _copy(v: Any) -> Any:
+    """A copy of a raw config's tables and lists; values (an optax object too) as they are."""
+    return {k: _copy(x) for k, x in v.items()} if isinstance(v, dict) else [_copy(x) for x in v] \
+        if isinstance(v, list) else v
+
+
 def _merge(base: dict[str, Any], over: dict[str, Any], depth: int = 0) -> dict[str, Any]:
-    out = copy.deepcopy(base)
+    out = _copy(base)
     for k, v in over.items():
         spec = depth == 1 and k in SPECS
         if v is None:  # unset: the field takes its default
             out.pop(k, None)
         elif spec and isinstance(v, dict) and isinstance(out.get(k), str) and "name" not in v:
-            out[k] = {"name": out[k], **copy.deepcopy(v)}  # an optax table without its name amends the name given
+            out[k] = {"name": out[k], **_copy(v)}  # an optax table without its name amends the name given
         elif isinstance(v, dict) and isinstance(out.get(k), dict) and k != "grid" and not (spec and "name" in v):
             out[k] = _merge(out[k], v, depth + 1)
         else:
-            out[k] = copy.deepcopy(v)
+            out[k] = _copy(v)
     return out
 
 

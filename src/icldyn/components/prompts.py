@@ -14,7 +14,7 @@ validation seeds, folded into each seed's key.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -81,9 +81,10 @@ class GaussianCovariates(DataSection):
                                       "run's config.toml holds the matrix)", json_schema_extra=MATRIX)
     noise_std: float = Field(0.0, ge=0.0, description="label noise σ: y = wᵀx + σ ε (regression: Ω = σ² I_p)")
 
-    depends = {"eigenvalues": ("covariance", ("eigenvalues",)), "condition_number": ("covariance", ("condition",)),
-               "rotate": ("covariance", ("eigenvalues", "condition", "official")),
-               "covariance_matrix": ("covariance", ("matrix",))}
+    depends: ClassVar[dict[str, tuple[str, tuple[str, ...]]]] = {
+        "eigenvalues": ("covariance", ("eigenvalues",)), "condition_number": ("covariance", ("condition",)),
+        "rotate": ("covariance", ("eigenvalues", "condition", "official")),
+        "covariance_matrix": ("covariance", ("matrix",))}
 
     @model_validator(mode="after")
     def _covariance(self) -> GaussianCovariates:
@@ -136,8 +137,8 @@ class PromptsData(GaussianCovariates):
         "kernel when the model runs the kernel forward and w is Gaussian",
     )
 
-    depends = {**GaussianCovariates.depends, "w_covariance": ("w_prior", ("matrix",)),
-               "w_sparsity": ("w_law", ("sparse",))}
+    depends: ClassVar[dict[str, tuple[str, tuple[str, ...]]]] = {
+        **GaussianCovariates.depends, "w_covariance": ("w_prior", ("matrix",)), "w_sparsity": ("w_law", ("sparse",))}
 
     @model_validator(mode="after")
     def _prior(self) -> PromptsData:

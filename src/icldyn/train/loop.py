@@ -181,8 +181,8 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
     written into its state. ``init_keys``: the initial parameters' keys, apart from the data's ``keys`` (the
     parameters are drawn from ``init_keys`` as they would be from ``keys``)."""
     def init(task, key, init_key):
-        k_init, k_batch, k_loop = jax.random.split(key, 3)
-        params = problem.init(task, jax.random.split(init_key, 3)[0])
+        _, k_batch, k_loop = jax.random.split(key, 3)
+        params = problem.init(task, jax.random.split(init_key, 3)[0])  # init_key = key: split(key, 3)[0]
         return TrainState(params, _opt_for(opt, task).init(params), problem.sample(task, k_batch), k_loop,
                           jnp.zeros((), jnp.int32))
 

@@ -79,7 +79,7 @@ def _probe(fn: Callable, items: tuple) -> None:
     params), a line search's loss value, say, fails here, before anything trains."""
     opt = fn(learning_rate=1.0, **dict(items))
     params = {"w": jnp.zeros(2), "v": jnp.ones((2, 2))}
-    opt.update(jax.tree.map(jnp.ones_like, params), opt.init(params), params)
+    jax.eval_shape(lambda p: opt.update(jax.tree.map(jnp.ones_like, p), opt.init(p), p), params)  # traced only
 
 
 def check_optimizer(spec: Any) -> None:
@@ -125,7 +125,7 @@ def schedule_kwargs(spec: Any, steps: int) -> tuple[Callable, dict[str, Any]]:
 
 def check_schedule(spec: Any, steps: int) -> None:
     """``train.schedule``: a plain name or an optax schedule's name or table, whose factor is finite over the run."""
-    name, kwargs = _split(spec)
+    name, _ = _split(spec)
     if isinstance(spec, str) and name in NAMED_SCHEDULES:
         return
     if name not in optax_schedules():
