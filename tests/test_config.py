@@ -276,6 +276,22 @@ def test_an_optax_object_from_python_is_accepted_and_recorded():
 def test_data_seed_draws_the_data_apart_from_the_initial_parameters():
     from icldyn.components.prompts import data_seeds
 
+    import jax
+    import numpy as np
+    import optax
+
+    from icldyn.train.loop import Problem, init_states
+
     cfg = get("quickstart").config({"seed": 3, "seeds": 2, "data": {"seed": 10}}, quick=True)
     assert data_seeds(cfg.data, [3, 4]) == [10, 11]
     assert data_seeds(get("quickstart").config(quick=True).data, [3, 4]) == [3, 4]
+    # the trainer: parameters from init_keys exactly as from keys, the first batch from the data's keys
+    toy = Problem(init=lambda task, key: {"w": jax.random.normal(key, (2,))},
+                  sample=lambda task, key: jax.random.normal(key, (3,)), loss=None, evaluate=None, seed_map="vmap")
+    key = lambda seeds: jax.numpy.stack([jax.random.PRNGKey(s) for s in seeds])  # noqa: E731
+    tasks, opt = jax.numpy.zeros(2), optax.sgd(1.0)
+    apart = init_states(toy, opt, tasks, key([10, 11]), init_keys=key([3, 4]))
+    same_init, same_data = init_states(toy, opt, tasks, key([3, 4])), init_states(toy, opt, tasks, key([10, 11]))
+    np.testing.assert_array_equal(apart.params["w"], same_init.params["w"])
+    np.testing.assert_array_equal(apart.batch, same_data.batch)
+    assert not np.array_equal(apart.params["w"], same_data.params["w"])

@@ -39,7 +39,8 @@ INT64 = 2**63 - 1  # every integer field fits in int64 (JAX, NumPy and Parquet h
 def _positive(v: list[float] | None) -> list[float] | None:
     lo, hi = LIST_RANGE
     if v is not None and (len(v) == 0 or not all(math.isfinite(x) and lo <= x <= hi for x in v)):
-        raise ValueError(f"must be a non-empty list of positive, finite floats within [{lo:g}, {hi:g}], got {v}")
+        raise ValueError(f"must be a non-empty list of positive, finite floats within [{lo:g}, {hi:g}], got {v}"
+                         + (" (null unsets the field)" if not v else ""))
     return v
 
 

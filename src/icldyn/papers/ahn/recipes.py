@@ -150,19 +150,19 @@ GROUP_FIELDS = ("train.lr", "seed", "seeds", "data.covariance", "data.eigenvalue
                 "data.seed")
 THEORY_KEYS = ("optimal_loss", "gd", "pgd", "ols")
 def assumptions(cfg: RunConfig) -> list[str]:
-    """The task priors outside Theorems 1 and 5 (w ~ N(0, I_d)), and what the theory column then is."""
-    d = cfg.data
-    if getattr(d, "kind", None) != "prompts":
+    """A task prior outside Theorems 1 and 5 (Gaussian w), and what the theory column then is."""
+    d, act = cfg.data, getattr(cfg.model, "activation", "linear")
+    if getattr(d, "w_law", "gaussian") == "gaussian":
         return []
-    exact = ("optimal_loss is still exact: the one-layer loss depends on w only through Ω_w = E[wwᵀ] and, for a "
-             "prior symmetric under w ↦ −w, its minimiser is one preconditioned GD step, Γ* = Ω_wΣE[hhᵀ]⁻¹")
-    out = []
-    if d.w_law != "gaussian":
-        out.append(f"data.w_law = {d.w_law!r}: Theorems 1 and 5 assume Gaussian w; {exact}")
-    if d.w_prior == "matrix":
-        out.append("data.w_prior = 'matrix': Theorem 1 assumes w ~ N(0, I_d); optimal_loss is the minimiser "
-                   "Γ* = Ω_wΣE[hhᵀ]⁻¹ of the one-layer loss for this Ω_w (no longer Theorem 1's (n+1)/n Σ + tr(Σ)/n I)")
-    return out
+    head = f"data.w_law = {d.w_law!r}: Theorems 1 and 5 assume Gaussian w"
+    if act == "linear":  # Ahn et al.'s proof of Theorem 1, read for any prior symmetric under w ↦ −w
+        return [f"{head}; optimal_loss still holds: the one-layer loss depends on w only through Ω_w = E[wwᵀ], and "
+                "for a prior symmetric under w ↦ −w the terms even in w only add to it, so the minimiser is one "
+                "preconditioned GD step, Γ* = Ω_wΣE[hhᵀ]⁻¹"]
+    if act == "relu":
+        return [f"{head}; optimal_loss is the loss at Theorem 5's b₁A = c*·I (exact for any prior with Ω_w = I_d), "
+                "not shown to be the global minimum for this prior"]
+    return [head]
 
 
 RUNNER = {"runner": run, "result": AhnResult, "group_runner": run_group, "group_fields": GROUP_FIELDS,
