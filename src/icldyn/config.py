@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from icldyn.errors import ConfigError
+from icldyn.train.specs import NAMED_OPTIMIZERS, PYTHON_OPTIMIZER, check_optimizer, check_schedule
 
 LIST_RANGE = (1e-6, 1e6)  # PositiveList's values (eigenvalues, singular values, probabilities): within this range
 INT64 = 2**63 - 1  # every integer field fits in int64 (JAX, NumPy and Parquet hold steps, seeds, … as int64)
@@ -156,11 +157,6 @@ class ModelSection(Section):
         return {}
 
 
-NAMED_OPTIMIZERS = ("adam", "adamw", "sgd", "lbfgs")  # plain names read train.b1, b2, weight_decay, momentum, …
-NAMED_SCHEDULES = ("constant", "step", "cosine")
-PYTHON_OPTIMIZER = "<optax.GradientTransformation from Python>"  # how config.toml records an optax object
-
-
 def _spec(v: Any) -> Any:
     """An optax spec as given (``"lion"``, ``{name = "lion", b1 = 0.9}``): a table of only its name is the name."""
     if isinstance(v, dict):
@@ -244,8 +240,6 @@ class TrainConfig(Section):
     @model_validator(mode="after")
     def _optax(self) -> TrainConfig:
         """Names and keyword arguments checked against optax's signatures (:mod:`icldyn.train.optimizers`)."""
-        from icldyn.train.optimizers import check_optimizer, check_schedule
-
         check_optimizer(self.optimizer)
         check_schedule(self.schedule, self.steps)
         return self
