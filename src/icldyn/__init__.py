@@ -16,7 +16,7 @@ claims and figures: :mod:`icldyn.papers`.
 
 __version__ = "0.1.0"
 
-from icldyn.api import (  # noqa: E402
+from icldyn.api import (
     Run,
     Sweep,
     check,
@@ -32,11 +32,30 @@ from icldyn.api import (  # noqa: E402
     sweep,
     verify,
 )
-from icldyn.errors import ConfigError  # noqa: E402
+from icldyn.errors import ConfigError
 
-__all__ = ["ConfigError", "Run", "RunCrashed", "RunDamaged", "RunInterrupted", "StoreError", "Sweep", "check",
-           "compare", "doctor", "export", "load", "query", "recipes", "run", "runs", "show", "sweep", "verify",
-           "__version__"]
+__all__ = [
+    "ConfigError",
+    "Run",
+    "RunCrashed",
+    "RunDamaged",
+    "RunInterrupted",
+    "StoreError",
+    "Sweep",
+    "__version__",
+    "check",
+    "compare",
+    "doctor",
+    "export",
+    "load",
+    "query",
+    "recipes",
+    "run",
+    "runs",
+    "show",
+    "sweep",
+    "verify",
+]
 
 _LAZY = {"RunDamaged": "icldyn.store", "StoreError": "icldyn.store", "RunCrashed": "icldyn.runner",
          "RunInterrupted": "icldyn.runner"}

@@ -88,7 +88,8 @@ class Comparison:
                               index=pd.Index([k for k, _ in diff], name="key"))
         metrics = tuple(r.metrics for r in runs)
         per = [finals(m) for m in metrics]
-        keys = sorted({k for f in per for k in f}, key=lambda k: (k[1], k[0]))
+        main = _main_metric(with_raw[0])
+        keys = sorted({k for f in per for k in f}, key=lambda k: (_order(k[1], main), k[0]))
         index = pd.MultiIndex.from_tuples(keys, names=["point", "metric"]) if keys else None
         mean = pd.DataFrame({n: [f.get(k, (math.nan,) * 3)[0] for k in keys] for n, f in zip(names, per)}, index=index)
         sd = pd.DataFrame({n: [f.get(k, (math.nan,) * 3)[1] for k in keys] for n, f in zip(names, per)}, index=index)
@@ -99,9 +100,10 @@ class Comparison:
         return [label(p) for p in self.runs]
 
     def shared_metrics(self) -> list[str]:
-        """The metrics every run logged, in the first run's order."""
+        """The metrics every run logged: the first run's main metric and training loss first, then by name."""
         sets = [set(m.metric.unique()) for m in self.metrics]
-        return [x for x in dict.fromkeys(self.metrics[0].metric) if all(x in s for s in sets)]
+        main = _main_metric(tomllib.loads((self.runs[0] / "config.toml").read_text()))
+        return sorted((x for x in sets[0] if all(x in s for s in sets)), key=lambda x: _order(x, main))
 
     def figure(self, path: str | Path | None = None):
         """The shared metrics over training, one panel each: per run (a colour) and point (a line style), the mean
@@ -124,13 +126,15 @@ class Comparison:
         fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows + 0.6), squeeze=False)
         styles = ["-", "--", ":", "-."]
         colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        points = sorted({p for m in self.metrics for p in m.point.unique()})  # a point keeps its line style
         for ax, metric in zip(axes.flat, shared):
             low, high = math.inf, -math.inf
             for i, (name, m) in enumerate(zip(self.names, self.metrics)):
                 sel = m[m.metric == metric]
-                for j, (point, g) in enumerate(sel.groupby("point", sort=True)):
+                for point, g in sel.groupby("point", sort=True):
                     curve = g.groupby("step")["value"].mean()
-                    ax.plot(curve.index, curve.values, styles[j % len(styles)], color=colours[i % len(colours)],
+                    style = styles[points.index(point) % len(styles)]
+                    ax.plot(curve.index, curve.values, style, color=colours[i % len(colours)],
                             label=f"{name}" + (f" · {point}" if point else ""))
                     finite = curve.values[np.isfinite(curve.values)]
                     if finite.size:
@@ -141,16 +145,17 @@ class Comparison:
                    ylabel=f"{metric} (mean over seeds{', log scale' if low > 0 and high > 10 * low else ''})")
         for ax in list(axes.flat)[len(shared):]:
             ax.set_visible(False)
-        handles, labels = axes.flat[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 3), fontsize=8, frameon=False)
-        fig.tight_layout(rect=(0, 0.06 + 0.03 * math.ceil(len(labels) / 3) / rows, 1, 1))
+        entries = {lab: h for ax in axes.flat for h, lab in zip(*ax.get_legend_handles_labels())}
+        fig.tight_layout()
+        fig.legend(entries.values(), entries.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(len(entries), 3), fontsize=8, frameon=False)
         if path is None:
             return fig
         png = Path(path).with_suffix(".png")
         png.parent.mkdir(parents=True, exist_ok=True)
         try:
             for out in (png, png.with_suffix(".pdf")):
-                atomic_write(out, lambda f: fig.savefig(f, format=out.suffix[1:], dpi=DPI, bbox_inches="tight"))
+                atomic_write(out, lambda f, out=out: fig.savefig(f, format=out.suffix[1:], dpi=DPI, bbox_inches="tight"))
         finally:
             plt.close(fig)
         return png
@@ -184,6 +189,17 @@ class Comparison:
 
     def __repr__(self) -> str:
         return f"Comparison({', '.join(self.names)}; {len(self.config)} config key(s) differ)"
+
+
+def _main_metric(config: dict[str, Any]) -> str:
+    from icldyn.plugins import get
+
+    return get(config["experiment"]).metric
+
+
+def _order(metric: str, main: str) -> tuple:
+    """The main metric first, then the training loss, then by name."""
+    return metric != main, metric != "train_loss", metric
 
 
 def _show(value: Any) -> str:
