@@ -10,13 +10,16 @@ the ``icldyn.papers`` entry points; ``docs/plugins.md``),
 :mod:`icldyn.recipe` (recipes and the runner's shared pieces), :mod:`icldyn.train` (optax + lax.scan loop),
 :mod:`icldyn.runner` (one run: directory, summary, report), :mod:`icldyn.store` (run directories, DuckDB),
 :mod:`icldyn.plots` (figure helpers), :mod:`icldyn.claims` (the claim table), :mod:`icldyn.sweep`,
-:mod:`icldyn.compare`, :mod:`icldyn.trackers` and :mod:`icldyn.cli`. Each paper's data law, model, theory, recipes,
+:mod:`icldyn.comparison`, :mod:`icldyn.trackers` and :mod:`icldyn.cli`. Each paper's data law, model, theory, recipes,
 claims and figures: :mod:`icldyn.papers`.
 """
 
+import sys
+import types
+
 __version__ = "0.1.0"
 
-from icldyn.api import (
+from icldyn.api import (  # noqa: E402
     Run,
     Sweep,
     check,
@@ -32,7 +35,7 @@ from icldyn.api import (
     sweep,
     verify,
 )
-from icldyn.errors import ConfigError
+from icldyn.errors import ConfigError  # noqa: E402
 
 __all__ = [
     "ConfigError",
@@ -56,6 +59,21 @@ __all__ = [
     "sweep",
     "verify",
 ]
+
+
+
+class _Package(types.ModuleType):
+    """``icldyn.sweep`` and ``icldyn.doctor`` stay the API's functions once the modules of those names are imported
+    (the import system would rebind the package's attribute to the module); the modules are imported by their
+    names as ever (``from icldyn.sweep import …``)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and callable(self.__dict__.get(name)):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 _LAZY = {"RunDamaged": "icldyn.store", "StoreError": "icldyn.store", "RunCrashed": "icldyn.runner",
          "RunInterrupted": "icldyn.runner"}

@@ -320,7 +320,7 @@ def _override(m: re.Match) -> str:
 
 _WORDS: list[tuple[re.Pattern, Any]] = [
     (re.compile(r"--set '(?P<key>[\w.]+)=(?P<value>[^']*)'"), _override),
-    (re.compile(r"(?:--set |(?<=e\.g\. ))(?P<key>[a-z_]+\.[\w.]+)=(?P<value>[^\s,;)]+|\[[^\]]*\])"), _override),
+    (re.compile(r"(?:--set |(?<=e\.g\. ))(?P<key>[a-z_]+\.[\w.]+)=(?P<value>\[[^\]]*\]|[^\s,;)]+)"), _override),
     (re.compile(r"\bbad --set (?P<key>[\w.]+)"), lambda m: f"bad overrides[{_py(m['key'])}]"),
     (re.compile(r"\bin --set\b"), lambda m: "in overrides"),
     (re.compile(r"icldyn sweep --resume (?P<id>\S+) --out (?P<out>[^\s|;]+)"),
@@ -635,11 +635,11 @@ def show(*targets: str | Path, store: str | Path = "runs") -> Run | Sweep:
 
 
 def compare(*targets: str | Path | Run, store: str | Path = "runs"):
-    """Runs side by side (:class:`icldyn.compare.Comparison`): ``config`` (the keys whose values differ, one
+    """Runs side by side (:class:`icldyn.comparison.Comparison`): ``config`` (the keys whose values differ, one
     column a run), ``finals`` (each shared point's and metric's final value, mean over seeds, one column a run)
-    and :meth:`~icldyn.compare.Comparison.figure` (the shared metrics over training); a notebook displays all
+    and :meth:`~icldyn.comparison.Comparison.figure` (the shared metrics over training); a notebook displays all
     three."""
-    from icldyn.compare import Comparison
+    from icldyn.comparison import Comparison
 
     with _python_words():
         return Comparison.of([t.path if isinstance(t, Run) else t for t in targets], store)

@@ -344,7 +344,7 @@ def compare(runs_: list[str] = typer.Argument(..., metavar="RUN RUN …", help="
                                                   "it; default <out>/compare/<runs>.png)")) -> None:
     """Runs side by side: the config keys that differ, each point's and metric's final value (mean ± sd over
     seeds), and a figure of the metrics they all logged, over training."""
-    from icldyn.compare import Comparison
+    from icldyn.comparison import Comparison
 
     with bad_input():
         c = Comparison.of(runs_, out)

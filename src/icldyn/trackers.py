@@ -44,7 +44,7 @@ def _hparam(value: Any) -> bool | int | float | str:
 def _run(path: Path) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """A finished run's summary, its config as dotted keys and its metrics (a DataFrame)."""
     from icldyn.api import Run
-    from icldyn.compare import flat
+    from icldyn.comparison import flat
 
     run = Run(path)
     summary = run.summary
@@ -82,13 +82,18 @@ def export(path: Path, to: str, logdir: str | Path | None = None) -> Path:
 def _tensorboard(path: Path, summary, config, metrics, logdir: Path) -> Path:
     import matplotlib.image as mpimg
     from tensorboardX import SummaryWriter
+    from tensorboardX.summary import hparams
 
     root = logdir / path.name
     for point, seed, hp, rows in _groups(summary, config, metrics):
         with SummaryWriter(str(root / _dirname(point) / f"seed{seed}")) as w:
             for metric, step, value in zip(rows["metric"], rows["step"], rows["value"]):
                 w.add_scalar(metric, float(value), int(step))
-            w.add_hparams(hp, {f"final/{m}": v for m, v in _finals(rows).items()}, name=".")
+            finals = {f"final/{m}": v for m, v in _finals(rows).items()}
+            for summary_pb in hparams(hp, finals):  # in this run's own event file (add_hparams makes a sub-run)
+                w.file_writer.add_summary(summary_pb)
+            for tag, value in finals.items():
+                w.add_scalar(tag, value, int(rows["step"].max()))
     with SummaryWriter(str(root)) as w:
         w.add_text("config", "```toml\n" + (path / "config.toml").read_text() + "\n```")
         for png in sorted((path / "figures").glob("*.png")):
