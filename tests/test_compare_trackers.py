@@ -151,3 +151,17 @@ def test_run_table_points_and_display(tiny_store):
     console.print(run)
     text = console.export_text()
     assert all(str(c) in text for c in cells.values.ravel()) and run.run_id in text
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"grid": {"train.nope": [1]}}, "grid key 'train.nope' is not seeds, seed or a data.*, model.* or train.* field"),
+    ({"grid": {"train.lr": 0.01}}, "grid['train.lr'] = 0.01 is not allowed: must be a non-empty list"),
+    ({"grid": {"train.lr": [0.01]}, "overrides": {"data.d": 0}}, "data.d = 0 is not allowed"),
+    ({"resume": "x", "grid": {"train.lr": [0.01]}}, "resume= reruns a sweep's unfinished points"),
+    ({"backend": "slurm"}, "backend = 'slurm' is not allowed: must be one of 'local', 'ray'"),
+])
+def test_a_bad_sweep_from_python_is_refused_before_anything_runs(tmp_path, kwargs, needle):
+    with pytest.raises(icldyn.ConfigError) as err:
+        icldyn.sweep(**({} if "resume" in kwargs else {"recipe": "quickstart"}), **kwargs, store=tmp_path)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+    assert not any(tmp_path.iterdir())

@@ -389,7 +389,8 @@ def _export(path: Path, to: str, logdir: Path | None, console: Console | None = 
 
     with bad_input():
         where = trackers.export(path, to, logdir)
-    hint = f"tensorboard --logdir {where.parent}" if to == "tensorboard" else "wandb sync (offline runs)"
+    hint = (f"tensorboard --logdir {where.parent}" if to == "tensorboard" else
+            f"upload: wandb sync {where}/wandb/offline-run-*" if os.environ.get("WANDB_MODE") == "offline" else "W&B")
     say(console or out_console, f"{to}: {where} ({hint})")
 
 

@@ -104,6 +104,7 @@ def _tensorboard(path: Path, summary, config, metrics, logdir: Path) -> Path:
 
 def _wandb(path: Path, summary, config, metrics, logdir: Path) -> Path:
     os.environ.setdefault("WANDB_MODE", "offline")  # nothing leaves the machine unless asked
+    os.environ.setdefault("WANDB_SILENT", "true")  # its banner per run; the caller prints where the runs are
     import wandb
 
     logdir.mkdir(parents=True, exist_ok=True)
