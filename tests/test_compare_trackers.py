@@ -165,3 +165,23 @@ def test_a_bad_sweep_from_python_is_refused_before_anything_runs(tmp_path, kwarg
         icldyn.sweep(**({} if "resume" in kwargs else {"recipe": "quickstart"}), **kwargs, store=tmp_path)
     assert needle in str(err.value) and "\n" not in str(err.value)
     assert not any(tmp_path.iterdir())
+
+
+def test_a_sweep_shown_from_python(two_runs):
+    import json
+
+    store, a, b = two_runs
+    (store / "sweeps").mkdir(exist_ok=True)
+    record = {"sweep_id": "s1", "target": {"experiment": "quickstart"}, "quick": False, "axes": {"train.lr": [0.01, 0.02]},
+              "points": [{"overrides": {"train.lr": lr}, "run_id": r, "status": "finished"}
+                         for lr, r in ((0.01, a), (0.02, b))]}
+    (store / "sweeps" / "s1.json").write_text(json.dumps(record))
+    sw = icldyn.show("s1", store=store)
+    assert isinstance(sw, icldyn.Sweep) and [r.run_id for r in sw.runs] == [a, b]
+    table = sw.table()
+    assert table["train.lr"].tolist() == [0.01, 0.02] and table.run_id.tolist() == [a, b]
+    first = icldyn.load(a, store=store).metrics.query("metric == 'test_loss' and step == step.max()")
+    mean = first[first.point == "model.layers=1"].value.mean()
+    assert f"model.layers=1: test_loss {mean:.4g} ± " in table.final[0]
+    shown = sw._repr_html_()
+    assert all(r in shown for r in (a, b)) and "train.lr" in shown

@@ -123,7 +123,7 @@ class Comparison:
             raise ConfigError(f"runs {', '.join(self.names)} logged no metric in common: nothing to draw")
         cols = min(3, len(shared))
         rows = math.ceil(len(shared) / cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows + 0.6), squeeze=False)
+        fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.6 * rows), squeeze=False)
         styles = ["-", "--", ":", "-."]
         colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         points = sorted({p for m in self.metrics for p in m.point.unique()})  # a point keeps its line style
