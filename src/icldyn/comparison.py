@@ -16,7 +16,7 @@ MISSING = "—"  # a key or a metric a run does not have
 
 
 def label(path: Path) -> str:
-    """A run's short name: its id without the start time (``quickstart-a187ea``; unique by its random part)."""
+    """A run's short name: its id without the start time (``<experiment>-a187ea``; unique by its random part)."""
     parts = path.name.split("-", 2)
     return parts[2] if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit() else path.name
 
