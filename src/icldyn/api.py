@@ -69,20 +69,9 @@ class Run:
 
     @property
     def metrics(self):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        from icldyn.store import read_metrics
 
-        from icldyn.store import METRICS_SCHEMA, RunDamaged, verified
-
-        verified(self.path, "metrics.parquet")  # a finished run's file missing or changed: RunDamaged, never empty
-        files = [self.path / "metrics.parquet"] if (self.path / "metrics.parquet").is_file() else []
-        files += sorted((self.path / "metrics.parts").glob("*.parquet")) if (self.path / "metrics.parts").is_dir() \
-            else []
-        try:
-            tables = [pq.read_table(f) for f in files] or [METRICS_SCHEMA.empty_table()]
-        except Exception as err:  # pyarrow's errors: a file changed since it was checked
-            raise RunDamaged(self.run_id, "metrics", f"unreadable ({type(err).__name__})") from None
-        return pa.concat_tables(tables).to_pandas()
+        return read_metrics(self.path)
 
     @property
     def params(self) -> dict[str, Any]:

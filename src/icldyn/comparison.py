@@ -71,29 +71,33 @@ class Comparison:
     def of(cls, targets: list[str | Path], store: str | Path = "runs") -> Comparison:
         import pandas as pd
 
-        from icldyn.api import load
+        from icldyn.store import RunDamaged, problems, read_metrics, resolve_run
 
         if len(targets) < 2:
             one = f" {targets[0]}" if targets else ""
             raise ConfigError(f"compare takes two runs or more (got {len(targets)}); one run's report: "
                               f"`icldyn show{one}`")
-        runs = [load(t, store) for t in targets]
-        paths = [r.path.resolve() for r in runs]
+        runs = [resolve_run(store, str(t)) for t in targets]
+        for path in runs:
+            found = problems(path)
+            if found:
+                raise RunDamaged(path.name, *found[0])
+        paths = [r.resolve() for r in runs]
         if len(set(paths)) < len(paths):
-            raise ConfigError(f"compare got the same run twice: {', '.join(r.run_id for r in runs)}")
-        names = [label(r.path) for r in runs]
-        with_raw = [tomllib.loads((r.path / "config.toml").read_text()) for r in runs]
+            raise ConfigError(f"compare got the same run twice: {', '.join(r.name for r in runs)}")
+        names = [label(r) for r in runs]
+        with_raw = [tomllib.loads((r / "config.toml").read_text()) for r in runs]
         diff = config_difference(with_raw)
         config = pd.DataFrame([[_show(v) for v in values] for _, values in diff], columns=names,
                               index=pd.Index([k for k, _ in diff], name="key"))
-        metrics = tuple(r.metrics for r in runs)
+        metrics = tuple(read_metrics(r) for r in runs)
         per = [finals(m) for m in metrics]
         main = _main_metric(with_raw[0])
         keys = sorted({k for f in per for k in f}, key=lambda k: (_order(k[1], main), k[0]))
         index = pd.MultiIndex.from_tuples(keys, names=["point", "metric"]) if keys else None
         mean = pd.DataFrame({n: [f.get(k, (math.nan,) * 3)[0] for k in keys] for n, f in zip(names, per)}, index=index)
         sd = pd.DataFrame({n: [f.get(k, (math.nan,) * 3)[1] for k in keys] for n, f in zip(names, per)}, index=index)
-        return cls(tuple(r.path for r in runs), config, mean, sd, metrics)
+        return cls(tuple(runs), config, mean, sd, metrics)
 
     @property
     def names(self) -> list[str]:
@@ -155,7 +159,8 @@ class Comparison:
         png.parent.mkdir(parents=True, exist_ok=True)
         try:
             for out in (png, png.with_suffix(".pdf")):
-                atomic_write(out, lambda f, out=out: fig.savefig(f, format=out.suffix[1:], dpi=DPI, bbox_inches="tight"))
+                fmt = out.suffix[1:]
+                atomic_write(out, lambda f, fmt=fmt: fig.savefig(f, format=fmt, dpi=DPI, bbox_inches="tight"))
         finally:
             plt.close(fig)
         return png

@@ -410,6 +410,19 @@ def verified(path: Path, rel: str) -> Path:
     return path / rel
 
 
+def read_metrics(path: Path):
+    """A run's metrics as a long-format DataFrame: metrics.parquet plus the chunks an unfinished run has flushed; a
+    finished run's file missing, changed or unreadable raises RunDamaged (never an empty frame)."""
+    verified(path, "metrics.parquet")
+    files = [path / "metrics.parquet"] if (path / "metrics.parquet").is_file() else []
+    files += sorted((path / "metrics.parts").glob("*.parquet")) if (path / "metrics.parts").is_dir() else []
+    try:
+        tables = [pq.read_table(f) for f in files] or [METRICS_SCHEMA.empty_table()]
+    except Exception as err:  # pyarrow's errors: a file changed since it was checked
+        raise RunDamaged(path.name, "metrics", f"unreadable ({type(err).__name__})") from None
+    return pa.concat_tables(tables).to_pandas()
+
+
 def _lock(path: Path):
     """An exclusive OS lock on ``path/.lock`` (``flock``: released when the process exits, however it exits),
     holding this process's pid; a run directory locked by another process raises StoreError naming it."""

@@ -43,15 +43,15 @@ def _hparam(value: Any) -> bool | int | float | str:
 
 def _run(path: Path) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """A finished run's summary, its config as dotted keys and its metrics (a DataFrame)."""
-    from icldyn.api import Run
     from icldyn.comparison import flat
+    from icldyn.store import read_metrics, read_summary, run_status, verified
 
-    run = Run(path)
-    summary = run.summary
-    if not summary:
-        raise ConfigError(f"run {path.name} is {run.status}: only a finished run is exported (its metrics are "
+    if not (path / "summary.json").is_file():
+        raise ConfigError(f"run {path.name} is {run_status(path)}: only a finished run is exported (its metrics are "
                           "complete then)")
-    return summary, flat(tomllib.loads((path / "config.toml").read_text())), run.metrics
+    verified(path, "summary.json")
+    summary = read_summary(path)
+    return summary, flat(tomllib.loads((path / "config.toml").read_text())), read_metrics(path)
 
 
 def _groups(summary: dict[str, Any], config: dict[str, Any], metrics):
