@@ -31,6 +31,33 @@ class Typed(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")  # declared fields validated; more kept
 
+    def __repr_args__(self):
+        """The repr, matrices (arrays, nested lists) and long lists shown by their shape, not their numbers."""
+        for name, value in super().__repr_args__():
+            yield name, _Brief.of(value)
+
+
+class _Brief:
+    """A matrix or a long list in a repr: ``<array float32 (3, 5, 5)>``, ``<list 2×5×5>``."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    @staticmethod
+    def of(value: Any) -> Any:
+        if isinstance(value, np.ndarray) and value.size > 8:
+            return _Brief(f"<array {value.dtype} {value.shape}>")
+        if isinstance(value, list) and (len(value) > 8 or any(isinstance(v, list) for v in value)):
+            shape, v = [], value
+            while isinstance(v, list):
+                shape.append(len(v))
+                v = v[0] if v else None
+            return _Brief(f"<list {'×'.join(map(str, shape))}>")
+        return value
+
 
 class Seed(Typed):
     """One seed of a point: a paper subclasses it with what it measured per seed. ``status`` and ``diverged_at``
