@@ -49,9 +49,13 @@ def test_kill_9_leaves_a_readable_run_and_resume_is_bit_identical_same_config_sa
     proc = _icldyn("run", "quickstart", *SMALL, "--out", str(tmp_path / "b"))
     deadline = time.time() + 600
     sql = "SELECT max(step) FROM metrics WHERE point = 'model.layers=3'"
+    seen = None  # the query runs once per change of metrics.parts/ (a flushed chunk), not every 50 ms
     while time.time() < deadline:  # kill once the second point (3 layers) has flushed a few chunks
-        if (tmp_path / "b").is_dir() and (query(tmp_path / "b", sql)[1][0][0] or 0) >= 100:
-            break
+        parts = sorted((tmp_path / "b").glob("*/metrics.parts/*.parquet"))
+        if parts and parts != seen:
+            seen = parts
+            if (query(tmp_path / "b", sql)[1][0][0] or 0) >= 100:
+                break
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGSTOP)  # paused (its lock held) while a second writer tries
     running = next((tmp_path / "b").iterdir())
