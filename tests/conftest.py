@@ -5,6 +5,36 @@ from icldyn.runtime import setup_jax
 setup_jax()  # float64 available, persistent compilation cache shared with the CLI
 
 
+# The longest tests (each 30-150 s on the 2-core CI machine), started first on every worker. In collection order the
+# verify tests came last, and one worker ran the last of them alone while the other had nothing left to take.
+# pytest-xdist's worksteal sends each worker a contiguous share of this list first (then idle workers steal from the
+# ends of busy ones' queues), so the long tests are dealt round-robin to the fronts of the shares; every other test
+# keeps its collection order. A name not found here just keeps its place.
+LONGEST = ("test_verify_ahn.py::test_every_claim_passes", "test_goel.py::test_verify_goel",
+           "test_python_api.py::test_the_documented_example", "test_reliability.py::test_kill_9",
+           "test_install.py::test_wheel", "test_sweep.py::test_ray_backend", "test_linattn.py::test_verify_runs",
+           "test_recipes_honour.py::test_every_core_field_is_honoured_or_refused[linattn-noise]",
+           "test_plugins.py::test_the_documented_plugin", "test_install.py::test_no_compiler",
+           "test_faults.py::test_a_truncated_kernel_library", "test_crossover.py::")
+
+
+def _rank(item) -> int | None:
+    return next((i for i, key in enumerate(LONGEST) if key in item.nodeid), None)
+
+
+def pytest_collection_modifyitems(config, items):
+    longest = sorted((item for item in items if _rank(item) is not None), key=_rank)
+    rest = [item for item in items if _rank(item) is None]
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    shares, left = [], len(items)
+    for w in range(workers):  # worksteal's first split: len(pending) // workers still to serve, in worker order
+        size = left // (workers - w)
+        share = longest[w::workers]
+        shares.append(share + [rest.pop(0) for _ in range(max(0, size - len(share))) if rest])
+        left -= size
+    items[:] = [item for share in shares for item in share] + rest
+
+
 @pytest.fixture(scope="session")
 def session_store(tmp_path_factory):
     return tmp_path_factory.mktemp("store")
@@ -36,8 +66,8 @@ def assert_claims(claims, needles):
     assert not missing, missing
 
 
-# The suite's smallest quickstart (2 seeds, 40 steps, batch 64, 256 held-out prompts): one run per worker, shared by
-# the tests that only read a finished run, and the reference the reproducibility test reruns against.
+# The suite's smallest quickstart (2 seeds, 40 steps, batch 64, 256 held-out prompts): one CLI run per worker, shared
+# by the tests that only read a finished run (tests/test_cli.py checks the run-directory contract on it).
 TINY = {"seeds": 2, "train": {"steps": 40, "log_every": 20, "batch": 64}, "data": {"test_size": 256}}
 TINY_SETS = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", "train.batch=64",
              "--set", "data.test_size=256", "--set", "seeds=2"]
@@ -45,9 +75,11 @@ TINY_SETS = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", 
 
 @pytest.fixture(scope="session")
 def tiny_store(tmp_path_factory):
-    from icldyn.plugins import get
-    from icldyn.runner import execute
+    from typer.testing import CliRunner
+
+    from icldyn.cli import app
 
     root = tmp_path_factory.mktemp("tiny")
-    execute(get("quickstart").config(TINY), root)
+    res = CliRunner().invoke(app, ["run", "quickstart", "--out", str(root), *TINY_SETS])
+    assert res.exit_code == 0, res.output
     return root

@@ -5,21 +5,19 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import TINY_SETS
 from typer.testing import CliRunner
 
 from icldyn.cli import app
 
-TINY = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", "train.batch=64",
-        "--set", "data.test_size=256", "--set", "seeds=2"]
-
 
 @pytest.mark.e2e
-def test_run_writes_contract_and_store_commands_read_it(tmp_path):
+def test_run_writes_contract_and_store_commands_read_it(tiny_store):
+    """The suite's shared TINY quickstart (tests/conftest.py: `icldyn run quickstart` with TINY_SETS)."""
     cli = CliRunner()
-    res = cli.invoke(app, ["run", "quickstart", "--json", "--out", str(tmp_path), *TINY])
-    assert res.exit_code == 0, res.output
-    summary = json.loads(res.stdout)
-    run = tmp_path / summary["run_id"]
+    [run] = [p for p in tiny_store.iterdir() if p.is_dir()]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["run_id"] == run.name and summary["status"] == "finished"
     for name in ("config.toml", "metrics.parquet", "summary.json", "params.npz", "report.md"):
         assert (run / name).is_file()
     assert (run / "figures" / "loss_curves.png").is_file()
@@ -39,11 +37,11 @@ def test_run_writes_contract_and_store_commands_read_it(tmp_path):
     assert p1["layers"] == 1 and p1["optimal_loss"] > 0 and p1["gd"] > p1["pgd"]
 
     res = cli.invoke(app, ["query", "SELECT count(DISTINCT seed) AS s FROM metrics WHERE metric = 'test_loss'",
-                           "--json", "--out", str(tmp_path)])
+                           "--json", "--out", str(tiny_store)])
     assert res.exit_code == 0 and json.loads(res.stdout) == [{"s": 2}]
-    assert summary["run_id"] in cli.invoke(app, ["runs", "--out", str(tmp_path)]).stdout
-    assert "quickstart" in cli.invoke(app, ["show", summary["run_id"][-6:], "--out", str(tmp_path)]).stdout
-    assert cli.invoke(app, ["query", "SELEC nonsense", "--out", str(tmp_path)]).exit_code == 2
+    assert summary["run_id"] in cli.invoke(app, ["runs", "--out", str(tiny_store)]).stdout
+    assert "quickstart" in cli.invoke(app, ["show", summary["run_id"][-6:], "--out", str(tiny_store)]).stdout
+    assert cli.invoke(app, ["query", "SELEC nonsense", "--out", str(tiny_store)]).exit_code == 2
 
 
 def test_list_names_every_recipe():
@@ -59,7 +57,7 @@ def test_list_names_every_recipe():
 
 @pytest.mark.e2e
 def test_diverging_run_is_stopped_marked_and_keeps_its_rows(tmp_path):
-    res = CliRunner().invoke(app, ["run", "quickstart", "--json", "--out", str(tmp_path), *TINY,
+    res = CliRunner().invoke(app, ["run", "quickstart", "--json", "--out", str(tmp_path), *TINY_SETS,
                                    "--set", "train.optimizer=sgd", "--set", "train.lr=1e4", "--set", "train.clip=0",
                                    "--set", 'grid.model.layers=[3]'])
     assert res.exit_code == 0, res.output  # --json prints the summary; the status says what happened

@@ -85,16 +85,38 @@ def _step20(rows: list[dict]) -> np.ndarray:
                      if r["step"] == 20 and r["metric"] in ("train_loss", "test_loss")])
 
 
+NO_CC_DRIVER = r"""
+import json, sys
+from typer.testing import CliRunner
+from icldyn.cli import app
+
+out, runs = [], sys.argv[1]
+for args in ([["run", "--out", runs + "/refused", "--set", over] for over in ("model.forward=kernel",
+                                                                             "data.sampler=kernel")]
+             + [["run", "--json", "--out", runs + "/runs", *sys.argv[2:]]]):
+    res = CliRunner().invoke(app, args)
+    out.append({"code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr})
+print(json.dumps(out))
+"""
+
+
 def test_no_compiler_runs_pure_jax_says_so_once_and_gives_the_kernels_numbers(tmp_path):
     """CC=/bin/false: the run completes on the pure-JAX path, says so in one line, and (float64) its train and test
-    losses at step 20 equal those of the same config run with the C kernel, to 1e-8 relative."""
+    losses at step 20 equal those of the same config run with the C kernel, to 1e-8 relative. An explicit kernel is
+    refused in one line. The refusals, then the run, are CLI calls in one fresh process (one start-up, not three)."""
     env = _env(CC="/bin/false", ICLDYN_KERNEL_CACHE=str(tmp_path / "kernels"))
-    res = subprocess.run([sys.executable, "-m", "icldyn.cli", "run", "--json", "--out", str(tmp_path / "runs"), *TINY,
-                          "--set", "train.dtype=float64", "--set", "seeds=2"], capture_output=True, text=True, env=env)
+    res = subprocess.run([sys.executable, "-c", NO_CC_DRIVER, str(tmp_path), *TINY, "--set", "train.dtype=float64",
+                          "--set", "seeds=2"], capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
-    lines = [ln for ln in res.stderr.splitlines() if "C kernel unavailable" in ln]
-    assert len(lines) == 1 and lines[0].endswith("using the pure-JAX path (slower)"), res.stderr
-    summary = json.loads(res.stdout)
+    *refusals, run = json.loads(res.stdout.strip().splitlines()[-1])
+    for r in refusals:  # explicit and impossible: one line, exit 2, nothing written
+        assert r["code"] == 2 and r["stderr"].count("\n") == 1 and "cannot be honoured" in r["stderr"], r
+    assert not (tmp_path / "refused").exists()
+
+    assert run["code"] == 0, run["stderr"][-3000:]
+    lines = [ln for ln in run["stderr"].splitlines() if "C kernel unavailable" in ln]
+    assert len(lines) == 1 and lines[0].endswith("using the pure-JAX path (slower)"), run["stderr"]
+    summary = json.loads(run["stdout"])
     ex = summary["execution"]
     assert (ex["forward"], ex["sampler"], ex["kernel"]["origin"]) == ("moments", "jax", "unavailable")
     assert Path(ex["kernel"]["log"]).is_file() and "/bin/false" in Path(ex["kernel"]["log"]).read_text()
@@ -108,12 +130,6 @@ def test_no_compiler_runs_pure_jax_says_so_once_and_gives_the_kernels_numbers(tm
         assert (with_kernel["execution"]["forward"], with_kernel["execution"]["sampler"]) == ("kernel", "kernel")
         fused = _step20(pq.read_table(rd.path / "metrics.parquet").to_pylist())
         assert abs(pure / fused - 1).max() < 1e-8, (pure, fused)
-
-    for over in ("model.forward=kernel", "data.sampler=kernel"):  # explicit and impossible: one line, exit 2
-        res = subprocess.run([sys.executable, "-m", "icldyn.cli", "run", "--out", str(tmp_path / "refused"),
-                              "--set", over], capture_output=True, text=True, env=env)
-        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "cannot be honoured" in res.stderr
-        assert not (tmp_path / "refused").exists()
 
 
 @pytest.mark.skipif(not HAS_CC, reason="no C compiler")
