@@ -30,7 +30,8 @@ def error_vs_k(cfg, points: list[CurvePoint], rd) -> str:
         ax.fill_between(k, m - 2 * se, m + 2 * se, color="k", alpha=0.15)
         if p.function_class not in ("decision_tree", "linear_classification"):
             ax.axvline(p.d, color="0.5", lw=0.8, ls=":")
-            ax.annotate(f"k = d = {p.d}", (p.d, 1.02), xycoords=("data", "axes fraction"), fontsize=8, ha="center")
+            ax.annotate(f"k = d = {p.d}", (p.d, 0.97), xycoords=("data", "axes fraction"), xytext=(3, 0),
+                        textcoords="offset points", fontsize=8, ha="left", va="top")
         ax.set(xlabel="in-context examples k", ylabel=p.metric, ylim=(-0.03, 1.25 if p.metric != "0-1 error" else 0.7),
                title=f"{CLASS_TITLES.get(p.function_class, p.function_class)}, d = {p.d}" + (
                    f" ({p.point})" if p.point else ""))
