@@ -100,7 +100,7 @@ RECIPES: list[Recipe] = [Recipe(
     runner=run, combine=combine, result=TrajectoryResult,
     defaults={"seeds": 3, "grid": {"model.parameterization": ["sparse", "relaxed", "full"]}, "data": TRAJECTORY_DATA,
               "model": {"kind": "linear_attention", "layers": 3, "init_std": 1e-3},
-              "train": {**QUICK_TRAIN, "steps": 10_000, "batch": 2000, "log_every": 250}},
-    quick={"seeds": 1, "grid": {"model.parameterization": ["sparse"]}, "data": {"test_size": 2000},
-           "train": {"steps": 1500, "batch": 500, "log_every": 150}},
+              "train": {**QUICK_TRAIN, "steps": 6000, "batch": 1000, "log_every": 200}},
+    quick={"seeds": 1, "grid": {"model.parameterization": ["sparse"]}, "data": {"test_size": 1000},
+           "train": {"steps": 1200, "batch": 500, "log_every": 200}},
 )]
