@@ -25,9 +25,9 @@ from icldyn.components.prompts import (
     VAL_KEY,
     GaussianTask,
     Prompts,
-    held_out,
     held_out_key,
     make_task,
+    sample_prompts,
     sample_prompts_philox,
 )
 from icldyn.config import RunConfig
@@ -78,9 +78,9 @@ class Setup(NamedTuple):
 
 
 def probes(task: GaussianTask, seed: int, b: int, K: int) -> np.ndarray:
-    """K probe queries x′ ~ N(0, Σ) per context (b, K, d), float64, from the seed's probe key."""
-    g = jax.random.normal(held_out_key(seed, PROBE_KEY), (b, K, task.sigma.shape[0]), jnp.float64)
-    return np.asarray(g) @ np.asarray(task.sigma_sqrt, np.float64)
+    """K probe queries x′ ~ N(0, Σ) per context (b, K, d), float64, from the seed's probe stream."""
+    g = np.random.default_rng([seed, PROBE_KEY]).standard_normal((b, K, task.sigma.shape[0]))
+    return g @ np.asarray(task.sigma_sqrt, np.float64)
 
 
 def build(cfg: RunConfig) -> Setup:
@@ -91,16 +91,19 @@ def build(cfg: RunConfig) -> Setup:
     tasks64 = [make_task(cfg.data, s) for s in seeds]
     tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks64)
     tests, names = [], ()
-    for task, seed in zip(tasks64, seeds):
-        test = held_out(cfg.data, task, seed, TEST_KEY, jnp.float64)
-        val = held_out(cfg.data, task, seed, VAL_KEY, jnp.float64)
+    draw = jax.jit(sample_prompts, static_argnames=("batch", "n"))  # = held_out, one compiled program
+    prepare = jax.jit(lrn.prepare)
+    for task64, seed in zip(tasks64, seeds):
+        task = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), task64)
+        test, val = (draw(task, key=held_out_key(seed, which), batch=cfg.data.test_size, n=cfg.data.n)
+                     for which in (TEST_KEY, VAL_KEY))
         b = min(REFERENCE_PROMPTS, cfg.data.test_size)
         ref_prompts = Prompts(test.X[:b], test.y[:b])
         algs = agreement.gd_family(np.asarray(task.sigma), cfg.model.layers, val)
         ref = agreement.reference(ref_prompts, probes(task, seed, b, PROBES_PER_DIM * cfg.data.d), algs)
         names = tuple(algs)
-        tests.append((lrn.prepare(Prompts(test.X.astype(dtype), test.y.astype(dtype))), ref))
-    tests = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x, dtype) for x in xs]), *tests)
+        tests.append((prepare(Prompts(test.X.astype(dtype), test.y.astype(dtype))), ref))
+    tests = jax.tree.map(lambda *xs: jnp.asarray(np.stack([np.asarray(x) for x in xs]), dtype), *tests)
     keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
 
     def sample(task, key):

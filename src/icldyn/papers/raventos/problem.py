@@ -76,6 +76,9 @@ def sample(task: PoolTask, key: jax.Array, batch: int, n: int, pooled: bool = Tr
     return Prompts(X, y)
 
 
+_draw = jax.jit(sample, static_argnums=(2, 3, 4))  # the held-out sets: one compiled program each
+
+
 class Setup(NamedTuple):
     problem: Problem
     tasks: PoolTask  # stacked over slots
@@ -89,14 +92,14 @@ def references(cfg: RunConfig, task: PoolTask, seed: int, M: int) -> tuple[Promp
     """A seed's held-out sets (float64): prompts of pool tasks, of true-prior tasks, the agreement reference on the
     first :data:`REFERENCE_PROMPTS` true-prior prompts (dMMSE and ridge weights), and the algorithms' losses."""
     key = held_out_key(seed, TRUE_KEY)
-    pool_p = sample(task, jax.random.fold_in(key, 1), cfg.data.test_size, cfg.data.n)
-    true_p = sample(task, key, cfg.data.test_size, cfg.data.n, pooled=False)
+    pool_p = _draw(task, jax.random.fold_in(key, 1), cfg.data.test_size, cfg.data.n)
+    true_p = _draw(task, key, cfg.data.test_size, cfg.data.n, pooled=False)
     pool = np.asarray(task.pool)[:M]
     sigma = float(task.noise_std)
     b = min(REFERENCE_PROMPTS, cfg.data.test_size)
     X, y = np.asarray(true_p.X[:b]), np.asarray(true_p.y[:b])
-    probes = np.asarray(jax.random.normal(held_out_key(seed, PROBE_KEY), (b, 2 * cfg.data.d, cfg.data.d),
-                                          jnp.float64)) @ np.asarray(task.sigma_sqrt)
+    probes = np.random.default_rng([seed, PROBE_KEY]).standard_normal((b, 2 * cfg.data.d, cfg.data.d)) @ np.asarray(
+        task.sigma_sqrt)
     ref = agreement.Reference(Prompts(X, y), probes,
                               {"dmmse": theory.dmmse_weights(X, y, pool, sigma),
                                "ridge": agreement.algorithm_weights(lambda X, y: theory.ridge(X, y, sigma), X, y)})
@@ -114,6 +117,7 @@ def build(cfgs: list[RunConfig], m_max: int) -> Setup:
     cfg = cfgs[0]
     dtype = jnp.float64 if cfg.train.dtype == "float64" else jnp.float32
     lrn = learner(cfg, dtype)
+    prepare = jax.jit(lrn.prepare)
     tasks, tests, refs, keys = [], [], [], []
     for c in cfgs:
         for seed in range(c.seed, c.seed + c.seeds):
@@ -122,10 +126,10 @@ def build(cfgs: list[RunConfig], m_max: int) -> Setup:
                             jnp.asarray(float(c.data.pool_size)), jnp.asarray(c.data.noise_std))
             pool_p, true_p, ref, losses = references(c, task, seed, c.data.pool_size)
             tasks.append(task)
-            tests.append((lrn.prepare(pool_p), lrn.prepare(true_p), ref))
+            tests.append((prepare(pool_p), prepare(true_p), ref))
             refs.append(losses)
             keys.append(jax.random.fold_in(jax.random.PRNGKey(seed), 0))
-    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack([jnp.asarray(x, dtype) for x in a]), *xs)
+    stack = lambda xs: jax.tree.map(lambda *a: jnp.asarray(np.stack([np.asarray(x) for x in a]), dtype), *xs)
 
     def evaluate(params, task, test):
         pool_t, true_t, ref = test
