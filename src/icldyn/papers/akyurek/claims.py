@@ -17,7 +17,7 @@ from icldyn.recipe import Reporter
 from icldyn.runner import execute, typed
 
 RATIO_TOL = 0.1  # SPD(model, pgd) / SPD(model, gd) at the end of training: measured ≈ 0.01 (docs/results/akyurek.md)
-COS_TOL = 0.99  # sensitivity cosine to pgd
+COS_TOL = 0.98  # sensitivity cosine to pgd: quick 0.992, paper-size 0.9999; the GD control 0.74
 
 
 def settles_on_pgd(final: dict[str, float]) -> tuple[float, bool]:
@@ -62,7 +62,7 @@ def claims(quick: bool, store: str | Path, reporter: Reporter | None = None) -> 
                          passed=passed, fmt=".3g", detail=detail))
         c_ratio, c_passed = settles_on_pgd(p.control_mean)
         out.append(Claim(paper="akyurek", claim="the same test rejects a model that runs GD: the trained model with "
-                         "A_ℓ → tr(A_ℓ)/d · I (its preconditioning removed): SPD(control, PGD) / SPD(control, GD)",
+                         "A_ℓ → Σ^½A_ℓΣ^½ (its preconditioning removed): SPD(control, PGD) / SPD(control, GD)",
                          theory=None, measured=c_ratio, tolerance=RATIO_TOL, test="m > tol (the test fails on it)",
                          passed=not c_passed, fmt=".3g",
                          detail=f"cos to pgd {p.control_mean['cos_pgd']:.4f}, to gd {p.control_mean['cos_gd']:.4f}"))

@@ -19,16 +19,15 @@ from icldyn.store import RunDir
 from icldyn.train.optimizers import build_optimizer
 
 
-def isotropic(params: dict, d: int) -> dict:
+def unpreconditioned(params: dict, sigma_sqrt: jax.Array, d: int) -> dict:
     """The control: every d×d covariate block of the attention's key–query weights (``A`` of the sparse and relaxed
-    forms, the x-block of ``Q`` of the full form) replaced by its isotropic part tr(·)/d · I — the same model with
-    the preconditioning removed, i.e. plain GD where the model is preconditioned GD (arXiv 2306.00297 Lemma 1)."""
+    forms, the x-block of ``Q`` of the full form) mapped A_ℓ → Σ^½ A_ℓ Σ^½. A model that runs preconditioned GD with
+    A_ℓ = a_ℓ Σ⁻¹ becomes plain GD with A_ℓ = a_ℓ I, the same steps (arXiv 2306.00297 Lemma 1): the trained model
+    with its preconditioning removed."""
     out = dict(params)
     key = "A" if "A" in params else "Q"
     M = params[key]
-    block = M[..., :d, :d]
-    iso = jnp.trace(block, axis1=-2, axis2=-1)[..., None, None] / d * jnp.eye(d, dtype=M.dtype)
-    out[key] = M.at[..., :d, :d].set(iso)
+    out[key] = M.at[..., :d, :d].set(sigma_sqrt @ M[..., :d, :d] @ sigma_sqrt)
     return out
 
 
@@ -48,9 +47,9 @@ def jobs(cfg: RunConfig):
             finals = [{k: float(v[i]) for k, v in hist.metrics[-1].items()} for i in range(len(setup.seeds))]
             controls = None
             if pcfg.model.kind == "linear_attention":  # the control: the trained model, preconditioning removed
-                iso = jax.vmap(lambda p: isotropic(p, pcfg.data.d))(params)
+                plain = jax.vmap(lambda p, s: unpreconditioned(p, s, pcfg.data.d))(params, setup.tasks.sigma_sqrt)
                 ctrl = jax.jit(jax.vmap(lambda p, r: agreement.agreement(lambda x: lrn.predict(p, x), r)))(
-                    iso, setup.tests[1])
+                    plain, setup.tests[1])
                 controls = [{k: float(v[i]) for k, v in ctrl.items()} for i in range(len(setup.seeds))]
             ok = [i for i in range(len(setup.seeds)) if i not in hist.diverged_at]
             m = pcfg.model
@@ -85,8 +84,8 @@ def combine(cfg: RunConfig, points: list[TrajectoryPoint], rows: Rows, out: RunD
              f"the first {problem.REFERENCE_PROMPTS} held-out prompts of each seed; docs/metrics.md."),
              ("gd / pgd: L steps of GD with A_ℓ = η_ℓ I / preconditioned GD with A_ℓ = η_ℓ Σ⁻¹ (Theorem 3 of arXiv "
              "2306.00297: the sparse model's critical point), each η_ℓ tuned on a validation set; gd1 / pgd1: one "
-             "tuned step; ols: least squares. The control is the trained model with every A_ℓ replaced by "
-             "tr(A_ℓ)/d · I (its preconditioning removed).")]
+             "tuned step; ols: least squares. The control is the trained model with every A_ℓ mapped to Σ^½A_ℓΣ^½ "
+             "(its preconditioning removed: preconditioned GD with a_ℓΣ⁻¹ becomes GD with a_ℓI).")]
     return TrajectoryResult(points=points, figures=[trajectory(cfg, points, rows, out)], table=table,
                             report_lines=notes)
 

@@ -7,7 +7,7 @@ from icldyn.recipe import Point, Result, Seed
 
 class TrajectorySeed(Seed):
     final: dict[str, float]  # the last logged metrics: test_loss, spd_<alg>, ilwd_<alg>, cos_<alg>, sdiff_<alg>
-    control: dict[str, float] | None = None  # the same metrics of the isotropic control (A_ℓ → tr(A_ℓ)/d · I)
+    control: dict[str, float] | None = None  # the same metrics of the control (A_ℓ → Σ^½A_ℓΣ^½, recipes)
 
 
 class TrajectoryPoint(Point):
