@@ -91,7 +91,7 @@ RECIPES: list[Recipe] = [Recipe(
     runner=run, combine=combine, result=DiversityResult,
     defaults={"seeds": 2, "grid": {"data.pool_size": [2**k for k in range(1, 11)]}, "data": DIVERSITY_DATA,
               "model": {"kind": "pool_attention", "layers": 2, "parameterization": "full", "init_std": 1e-3},
-              "train": {**QUICK_TRAIN, "steps": 4000, "batch": 1000, "log_every": 250}},
+              "train": {**QUICK_TRAIN, "steps": 3000, "batch": 500, "log_every": 250}},
     quick={"seeds": 1, "grid": {"data.pool_size": [2, 8, 64, 1024]}, "data": {"test_size": 1000},
            "train": {"steps": 800, "batch": 500, "log_every": 200}},
 )]
