@@ -3,9 +3,9 @@ Gaussian prompts on an anisotropic Σ, the L-layer linear transformer, and at ev
 the algorithms (SPD, ILWD, sensitivity cosine and difference; :mod:`icldyn.components.agreement`) on a fixed
 held-out prompt set.
 
-The model enters through one hook, :func:`learner`: ``(init, loss, prepare, predict)`` of the configured model kind.
-Another model on the same prompts (a GPT: ``predict(params, X, y)`` → predictions at every x position, read at the
-query) is one more branch there; everything else (the reference, the metrics, the figure, the claim) is the same.
+The model enters through one hook, :func:`learner`: ``(init, loss, prepare, predict, …)`` of the configured model
+kind — the linear transformer, or the GPT of :mod:`icldyn.components.gpt` (``predict(params, X, y)`` → predictions
+at every x position, read at the query); everything else (the reference, the metrics, the figure) is the same.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn.components import agreement
+from icldyn.components import agreement, gpt
 from icldyn.components import lsa_kernel as kernel
 from icldyn.components.linear_attention import Columns, LinearTransformer, Moments, resolve_sampler
 from icldyn.components.prompts import (
@@ -39,20 +39,38 @@ PROBE_KEY = 9999  # folded into a seed's key for its probe queries
 
 
 class Learner(NamedTuple):
-    """What the trajectory needs of a model: ``init(key)``, ``loss(params, batch)``, ``prepare(prompts)`` (a
-    training batch from raw prompts) and ``predict(params, prompts)`` → ŷ (b,) at each query (differentiable in the
-    prompts' X: the sensitivity)."""
+    """What the trajectory needs of a model: ``init(key)``, ``loss(params, batch)`` (training), ``prepare(prompts)``
+    (a batch from raw prompts), ``predict(params, prompts)`` → ŷ (b,) at each query (differentiable in the prompts'
+    X: the sensitivity), ``test_loss(params, prepared)`` (E(ŷ − y)² at the query), ``sample(task, key, batch, n)``
+    (a prepared training batch) and the trainer's ``seed_map``."""
 
     init: Callable
     loss: Callable
     prepare: Callable
     predict: Callable
-    sample: Callable  # (task, key, batch, n) -> a prepared training batch
-    seed_map: str  # the trainer's map over seeds (Problem.seed_map)
+    test_loss: Callable
+    sample: Callable
+    seed_map: str
+
+
+def depth(cfg: RunConfig) -> int:
+    """The model's layers L: the steps of the GD algorithms it is held against."""
+    return cfg.model.dims()[1] if cfg.model.kind == "gpt" else cfg.model.layers
 
 
 def learner(cfg: RunConfig, dtype) -> Learner:
-    """The hook: the configured model as a :class:`Learner` (the linear transformer; a GPT plugs in here)."""
+    """The hook: the configured model as a :class:`Learner` — the L-layer linear transformer, or the GPT
+    (:mod:`icldyn.components.gpt`: trained on the squared error at every x position, as Garg et al., arXiv
+    2208.01066 §3; read at the query)."""
+    if cfg.model.kind == "gpt":
+        E, L, H = cfg.model.dims()
+        at_all = lambda params, p: gpt.predict(params, p.X, p.y, H)  # (b, n+1): every x position
+        return Learner(init=lambda key: gpt.init(key, cfg.data.d, cfg.data.n + 1, E, L, H, dtype),
+                       loss=lambda params, p: jnp.mean(jnp.square(at_all(params, p) - p.y)), prepare=lambda p: p,
+                       predict=lambda params, p: at_all(params, p)[:, -1],
+                       test_loss=lambda params, p: jnp.mean(jnp.square(at_all(params, p)[:, -1] - p.y[:, -1])),
+                       sample=lambda task, key, batch, n: sample_prompts_philox(task, key=key, batch=batch, n=n),
+                       seed_map="vmap")
     m = LinearTransformer.from_config(cfg.model, cfg.data.d, cfg.train.threads)
     c_sampler = resolve_sampler(cfg, m.form) == "kernel"
 
@@ -64,7 +82,7 @@ def learner(cfg: RunConfig, dtype) -> Learner:
         return m.prepare(sample_prompts_philox(task, key=key, batch=batch, n=n))
 
     return Learner(init=lambda key: m.init(key, dtype), loss=m.loss, prepare=m.prepare,
-                   predict=lambda params, p: m.predict(params, m.prepare(p)), sample=sample,
+                   predict=lambda params, p: m.predict(params, m.prepare(p)), test_loss=m.loss, sample=sample,
                    seed_map="vmap" if m.form == "kernel" or jax.default_backend() != "cpu" else "map")
 
 
@@ -99,7 +117,7 @@ def build(cfg: RunConfig) -> Setup:
                      for which in (TEST_KEY, VAL_KEY))
         b = min(REFERENCE_PROMPTS, cfg.data.test_size)
         ref_prompts = Prompts(test.X[:b], test.y[:b])
-        algs = agreement.gd_family(np.asarray(task.sigma), cfg.model.layers, val)
+        algs = agreement.gd_family(np.asarray(task.sigma), depth(cfg), val)
         ref = agreement.reference(ref_prompts, probes(task, seed, b, PROBES_PER_DIM * cfg.data.d), algs)
         names = tuple(algs)
         tests.append((prepare(Prompts(test.X.astype(dtype), test.y.astype(dtype))), ref))
@@ -111,7 +129,7 @@ def build(cfg: RunConfig) -> Setup:
 
     def evaluate(params, task, test):
         prepared, ref = test
-        return {"test_loss": lrn.loss(params, prepared),
+        return {"test_loss": lrn.test_loss(params, prepared),
                 **agreement.agreement(lambda p: lrn.predict(params, p), ref)}
 
     problem = Problem(init=lambda task, key: lrn.init(key), sample=sample, loss=lrn.loss, evaluate=evaluate,

@@ -53,7 +53,7 @@ def jobs(cfg: RunConfig):
                 controls = [{k: float(v[i]) for k, v in ctrl.items()} for i in range(len(setup.seeds))]
             ok = [i for i in range(len(setup.seeds)) if i not in hist.diverged_at]
             m = pcfg.model
-            return [{"point": label, "grid": over, "model": m.kind, "layers": m.layers,
+            return [{"point": label, "grid": over, "model": m.kind, "layers": problem.depth(pcfg),
                      "parameterization": getattr(m, "parameterization", None), "algorithms": list(setup.algorithms),
                      "test_loss": float(np.mean([finals[i]["test_loss"] for i in ok])) if ok else np.nan,
                      "final_mean": _mean([finals[i] for i in ok]),
@@ -103,3 +103,14 @@ RECIPES: list[Recipe] = [Recipe(
     quick={"seeds": 1, "grid": {"model.parameterization": ["sparse"]}, "data": {"test_size": 1000},
            "train": {"steps": 1200, "batch": 500, "log_every": 200}},
 )]
+RECIPES.append(Recipe(
+    name="akyurek-trajectory-gpt", paper="akyurek",
+    description="the GPT (Garg et al.'s tiny decoder) on the same prompts: SPD, ILWD and sensitivity against GD, "
+    "preconditioned GD with Σ⁻¹ and OLS over training — which algorithm does it settle on?",
+    runner=run, combine=combine, result=TrajectoryResult,
+    # 256 held-out prompts: the agreement metrics run the GPT on 256 × (1 + 2d) prompts and a gradient per log step
+    defaults={"seeds": 2, "data": {**TRAJECTORY_DATA, "test_size": 256}, "model": {"kind": "gpt", "size": "tiny"},
+              "train": {"optimizer": "adam", "lr": 1e-3, "clip": 1.0, "schedule": "cosine", "steps": 6000,
+                        "batch": 64, "log_every": 500}},
+    quick={"seeds": 1, "data": {"test_size": 128}, "train": {"steps": 200, "log_every": 100}},
+))
