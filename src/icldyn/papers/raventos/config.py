@@ -1,13 +1,15 @@
 """The task-diversity paper's kinds (arXiv 2306.15063): a finite pool of M regression tasks (``data.kind =
-"task_pool"``) and the L-layer linear attention on it (``model.kind = "pool_attention"``, the fields of
-:class:`~icldyn.components.linear_attention.LinearAttentionModel`)."""
+"task_pool"``), the L-layer linear attention on it (``model.kind = "pool_attention"``, the fields of
+:class:`~icldyn.components.linear_attention.LinearAttentionModel`) and the GPT (``model.kind = "pool_gpt"``, the fields
+of :class:`~icldyn.components.gpt.GPTModel`)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from icldyn.components.gpt import GPTModel
 from icldyn.components.linear_attention import LinearAttentionModel, resolve_forward
 from icldyn.components.prompts import GaussianCovariates
 from icldyn.config import RunConfig
@@ -41,3 +43,12 @@ class PoolAttention(LinearAttentionModel):
     def execution(self, cfg: RunConfig) -> dict:
         form = resolve_forward(self, cfg.data.d)
         return {"forward": form, "threads": cfg.train.threads, "note": f"forward `{form}`; prompts drawn in JAX"}
+
+
+class PoolGPT(GPTModel):
+    """Garg et al.'s GPT-2 decoder (arXiv 2208.01066 §3; :mod:`icldyn.components.gpt`) trained on a task pool, as
+    Raventós et al. (arXiv 2306.15063 §2) train theirs."""
+
+    kind: Literal["pool_gpt"] = Field("pool_gpt", description="GPT-2-style decoder on data.kind = 'task_pool' "
+                                      "(gpt's fields)")
+    data_kinds: ClassVar[tuple[str, ...]] = ("task_pool",)

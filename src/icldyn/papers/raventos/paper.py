@@ -2,7 +2,7 @@
 non-Bayesian in-context learning for regression*, NeurIPS 2023, arXiv 2306.15063."""
 
 from icldyn.papers.raventos.claims import claims
-from icldyn.papers.raventos.config import PoolAttention, TaskPool
+from icldyn.papers.raventos.config import PoolAttention, PoolGPT, TaskPool
 from icldyn.papers.raventos.recipes import RECIPES
 from icldyn.plugins import Paper
 
@@ -10,5 +10,5 @@ PAPER = Paper(
     name="raventos",
     title="Raventós, Paul, Chen, Ganguli (2023): Pretraining task diversity and the emergence of non-Bayesian "
           "in-context learning for regression, NeurIPS 2023, arXiv 2306.15063",
-    recipes=tuple(RECIPES), data=(TaskPool,), models=(PoolAttention,), claims=claims,
+    recipes=tuple(RECIPES), data=(TaskPool,), models=(PoolAttention, PoolGPT), claims=claims,
 )

@@ -4,7 +4,7 @@ with dMMSE and ridge (:mod:`icldyn.components.agreement`) on held-out prompts of
 
 Every M of a grid trains in one program: the pool is padded to the grid's largest M (``PoolTask.pool``) and a
 prompt draws its task index uniformly below its seed's M (``PoolTask.size``), so the program's shapes do not depend
-on M. The model enters through :func:`learner` (a GPT plugs in there)."""
+on M. The model enters through :func:`learner`: the linear attention or the GPT."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn.components import agreement
+from icldyn.components import agreement, gpt
 from icldyn.components.linear_attention import LinearTransformer
 from icldyn.components.prompts import TEST_KEY, Prompts, held_out_key, make_covariance, sym_sqrt
 from icldyn.config import RunConfig
@@ -36,21 +36,32 @@ class PoolTask(NamedTuple):
 
 
 class Learner(NamedTuple):
-    """``init(key)``, ``loss(params, batch)``, ``prepare(prompts)``, ``predict(params, prompts)`` → ŷ (b,) at each
-    query, and the trainer's ``seed_map``."""
+    """``init(key)``, ``loss(params, batch)`` (training), ``prepare(prompts)``, ``predict(params, prompts)`` → ŷ (b,)
+    at each query, ``test_loss(params, prepared)`` (E(ŷ − y)² at the query) and the trainer's ``seed_map``."""
 
     init: Callable
     loss: Callable
     prepare: Callable
     predict: Callable
+    test_loss: Callable
     seed_map: str
 
 
 def learner(cfg: RunConfig, dtype) -> Learner:
-    """The hook: the configured model as a :class:`Learner` (the linear attention; a GPT plugs in here)."""
+    """The hook: the configured model as a :class:`Learner` — the linear attention, or the GPT of
+    :mod:`icldyn.components.gpt` (``model.kind = "pool_gpt"``: trained on the squared error at every x position, as
+    Garg et al., arXiv 2208.01066 §3 and Raventós et al.; read at the query)."""
+    if cfg.model.kind == "pool_gpt":
+        E, L, H = cfg.model.dims()
+        at_all = lambda params, p: gpt.predict(params, p.X, p.y, H)  # (b, n+1): every x position
+        return Learner(init=lambda key: gpt.init(key, cfg.data.d, cfg.data.n + 1, E, L, H, dtype),
+                       loss=lambda params, p: jnp.mean(jnp.square(at_all(params, p) - p.y)), prepare=lambda p: p,
+                       predict=lambda params, p: at_all(params, p)[:, -1],
+                       test_loss=lambda params, p: jnp.mean(jnp.square(at_all(params, p)[:, -1] - p.y[:, -1])),
+                       seed_map="vmap")
     m = LinearTransformer.from_config(cfg.model, cfg.data.d, cfg.train.threads)
     return Learner(init=lambda key: m.init(key, dtype), loss=m.loss, prepare=m.prepare,
-                   predict=lambda params, p: m.predict(params, m.prepare(p)),
+                   predict=lambda params, p: m.predict(params, m.prepare(p)), test_loss=m.loss,
                    seed_map="vmap" if m.form == "kernel" or jax.default_backend() != "cpu" else "map")
 
 
@@ -133,7 +144,7 @@ def build(cfgs: list[RunConfig], m_max: int) -> Setup:
 
     def evaluate(params, task, test):
         pool_t, true_t, ref = test
-        return {"test_loss": lrn.loss(params, true_t), "pool_loss": lrn.loss(params, pool_t),
+        return {"test_loss": lrn.test_loss(params, true_t), "pool_loss": lrn.test_loss(params, pool_t),
                 **agreement.agreement(lambda p: lrn.predict(params, p), ref)}
 
     problem = Problem(init=lambda task, key: lrn.init(key),

@@ -95,3 +95,16 @@ RECIPES: list[Recipe] = [Recipe(
     quick={"seeds": 1, "grid": {"data.pool_size": [2, 8, 64, 1024]}, "data": {"test_size": 1000},
            "train": {"steps": 800, "batch": 500, "log_every": 200}},
 )]
+RECIPES.append(Recipe(
+    name="raventos-diversity-gpt", paper="raventos",
+    description="task diversity with the GPT (Garg et al.'s tiny decoder, as Raventós et al.): its distance to dMMSE "
+    "and to ridge per pool size M, the transition M*",
+    runner=run, combine=combine, result=DiversityResult,
+    # 256 held-out prompts: the agreement metrics run the GPT on 256 × (1 + 2d) prompts and a gradient per log step
+    defaults={"seeds": 1, "grid": {"data.pool_size": [2**k for k in range(1, 11, 3)]},
+              "data": {**DIVERSITY_DATA, "test_size": 256}, "model": {"kind": "pool_gpt", "size": "tiny"},
+              "train": {"optimizer": "adam", "lr": 1e-3, "clip": 1.0, "schedule": "cosine", "steps": 5000,
+                        "batch": 64, "log_every": 500}},
+    quick={"grid": {"data.pool_size": [2, 1024]}, "data": {"test_size": 128},
+           "train": {"steps": 200, "log_every": 100}},
+))
