@@ -30,7 +30,8 @@ def diversity(cfg: RunConfig, points: list[DiversityPoint], transition: float | 
     b.set(xscale="log", yscale="log", xlabel="pool size M", ylabel="held-out loss E[(ŷ − y)²]", title="losses")
     b.set_xscale("log", base=2)
     b.legend(fontsize=7)
-    d = cfg.data
-    fig.suptitle(f"{cfg.experiment}: {cfg.model.kind}, L = {cfg.model.layers}, d={d.d}, n={d.n}, σ={d.noise_std:g}, "
+    d, m = cfg.data, cfg.model
+    layers = m.dims()[1] if hasattr(m, "dims") else m.layers
+    fig.suptitle(f"{cfg.experiment}: {m.kind}, L = {layers}, d={d.d}, n={d.n}, σ={d.noise_std:g}, "
                  f"{cfg.seeds} seed(s), {cfg.train.steps} steps", fontsize=9)
     return save(fig, rd, "diversity")
