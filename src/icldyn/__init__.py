@@ -1,8 +1,8 @@
 """icldyn: training dynamics of attention for in-context regression, held against closed-form theory.
 
 From Python (``docs/python.md``): :func:`run`, :func:`load`, :func:`runs`, :func:`recipes`, :func:`verify`,
-:func:`check`, the :class:`Run` they return, :class:`ConfigError`, :class:`StoreError` and :class:`RunDamaged`. The
-core names no paper: :mod:`icldyn.config` (sections and their kinds), :mod:`icldyn.plugins` (papers registered under
+:func:`check`, :func:`evaluate` (a run on shifted prompts), the :class:`Run` they return, :class:`ConfigError`,
+:class:`StoreError` and :class:`RunDamaged`. The core names no paper: :mod:`icldyn.config` (sections and their kinds), :mod:`icldyn.plugins` (papers registered under
 the ``icldyn.papers`` entry points; ``docs/plugins.md``),
 :mod:`icldyn.recipe` (recipes and the runner's shared pieces), :mod:`icldyn.train` (optax + lax.scan loop),
 :mod:`icldyn.runner` (one run: directory, summary, report), :mod:`icldyn.store` (run directories, DuckDB),
@@ -12,11 +12,11 @@ the ``icldyn.papers`` entry points; ``docs/plugins.md``),
 
 __version__ = "0.1.0"
 
-from icldyn.api import Run, check, load, recipes, run, runs, verify  # noqa: E402
+from icldyn.api import Run, check, evaluate, load, recipes, run, runs, verify  # noqa: E402
 from icldyn.config import ConfigError  # noqa: E402
 
-__all__ = ["ConfigError", "Run", "RunDamaged", "StoreError", "check", "load", "recipes", "run", "runs", "verify",
-           "__version__"]
+__all__ = ["ConfigError", "Run", "RunDamaged", "StoreError", "check", "evaluate", "load", "recipes", "run", "runs",
+           "verify", "__version__"]
 
 
 def __getattr__(name: str):
