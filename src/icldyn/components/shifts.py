@@ -285,14 +285,20 @@ def ridge_lambda(law: GaussianTask) -> float:
 
 
 LAW_KEY, PROMPT_KEY, VAL_KEY = 0x1A3, 0x2B4, 0x3C5  # folded into a shift's key: its test law, its prompts, tuning
+TUNE_PROMPTS = 1000  # training-law prompts per k that tune the GD/PGD steps
+
+
+def shifted_law(shift: Shift, law: GaussianTask, key: jax.Array) -> GaussianTask:
+    """The shift's test law of the training ``law`` (float64 NumPy), from ``fold_in(key, LAW_KEY)``: what
+    :func:`curves` draws from for ``key = shift_key(its key, shift.name)``."""
+    return shift.law(as_numpy(law), jax.random.fold_in(key, LAW_KEY))
 
 
 def sample(shift: Shift, law: GaussianTask, key: jax.Array, batch: int, k: int) -> Prompts:
-    """``batch`` prompts of k context examples under ``shift`` of the training ``law``: its test law from
-    ``fold_in(key, LAW_KEY)``, the prompts from ``fold_in(key, PROMPT_KEY)`` (the first k of :func:`curves`'s
-    prompts for the same key: ``key`` there is ``shift_key(key, name)``)."""
-    test_law = shift.law(law, jax.random.fold_in(key, LAW_KEY))
-    return shift.draw(test_law, jax.random.fold_in(key, PROMPT_KEY), batch, k).prompts(k)
+    """``batch`` prompts of k context examples under ``shift`` of the training ``law``: its :func:`shifted_law`, the
+    prompts from ``fold_in(key, PROMPT_KEY)`` (for ``key = shift_key(key', name)``, :func:`curves`'s own prompts at
+    length k when k is its largest)."""
+    return shift.draw(shifted_law(shift, law, key), jax.random.fold_in(key, PROMPT_KEY), batch, k).prompts(k)
 
 
 def curves(predict: Predict, params, law: GaussianTask, shifts: list[str], *, n: int, key: jax.Array,
@@ -303,8 +309,8 @@ def curves(predict: Predict, params, law: GaussianTask, shifts: list[str], *, n:
     The prompts of every length share their context prefix (:class:`Draw`, from ``shift_key(key, name)`` as
     :func:`sample` draws them). Baselines: ``ols`` (minimum-norm least squares), ``ridge`` (:func:`ridge_lambda` of
     the test law), ``steps``-step ``gd`` (A = ηI) and ``pgd`` (A = ηΣ⁻¹, Σ the training law's), η tuned at each k on
-    prompts of the training law (:func:`~icldyn.components.baselines.tune_step`: what the training law teaches, not
-    the shift), and ``zero`` (ŷ = 0: E[y_q²])."""
+    ``TUNE_PROMPTS`` prompts of the training law (:func:`~icldyn.components.baselines.tune_step`: what the training
+    law teaches, not the shift), and ``zero`` (ŷ = 0: E[y_q²])."""
     law = as_numpy(law)
     params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
     run = jax.jit(predict)
@@ -312,8 +318,7 @@ def curves(predict: Predict, params, law: GaussianTask, shifts: list[str], *, n:
     d = law.sigma.shape[0]
     lengths = {name: list(get(name).lengths(n, d)) for name in shifts}
     K = max(max(ks) for ks in lengths.values())
-    val = jax.tree.map(np.asarray, jax.jit(_gaussian, static_argnums=(2, 3))(
-        law, jax.random.fold_in(key, VAL_KEY), batch, K))
+    val = jax.tree.map(np.asarray, _gaussian(law, jax.random.fold_in(key, VAL_KEY), min(batch, TUNE_PROMPTS), K))
     etas: dict[int, tuple[float, float]] = {}
 
     def tuned(k: int) -> tuple[float, float]:  # per k, on the training law's prompts, shared by every shift
@@ -325,11 +330,11 @@ def curves(predict: Predict, params, law: GaussianTask, shifts: list[str], *, n:
     rows = []
     for name in shifts:
         shift, skey = get(name), shift_key(key, name)
-        test_law = shift.law(law, jax.random.fold_in(skey, LAW_KEY))
-        lam = ridge_lambda(test_law)
+        shifted = shifted_law(shift, law, skey)
+        lam = ridge_lambda(shifted)
         ks = lengths[name]
-        draw = jax.tree.map(np.asarray, jax.jit(shift.draw, static_argnums=(2, 3))(
-            test_law, jax.random.fold_in(skey, PROMPT_KEY), batch, max(ks)))
+        # eagerly: the shifts share their primitives' shapes, so each is compiled once, not once per shift
+        draw = jax.tree.map(np.asarray, shift.draw(shifted, jax.random.fold_in(skey, PROMPT_KEY), batch, max(ks)))
         for k in ks:
             X, y = draw.prompts(k)
             eta_gd, eta_pgd = tuned(k)
