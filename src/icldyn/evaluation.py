@@ -107,8 +107,8 @@ STYLE = {"model": ("k", "-", "trained model"), "ols": ("C0", "--", "least square
 
 
 def draw(rows: list[dict], path: Path | None) -> list[str]:
-    """One panel per shift: each method's error against the prompt length k, the mean over grid points' seeds (one
-    line per grid point for the model); returns the written files (PNG and PDF, relative to the run), or the Figure
+    """One panel per shift: each method's error against the prompt length k, the mean over seeds (one line per grid
+    point for the model), drawn down to 10⁻³ of the zero predictor's error; returns the written files (PNG and PDF, relative to the run), or the Figure
     when ``path`` is None."""
     import matplotlib.pyplot as plt
 
@@ -129,6 +129,9 @@ def draw(rows: list[dict], path: Path | None) -> list[str]:
                 err = [np.mean([r["error"] for r in sel if r["k"] == k]) for k in ks]
                 lab = text + (f" ({point})" if method == "model" and len(points) > 1 else "")
                 ax.plot(ks, err, color=color if len(points) == 1 or method != "model" else None, ls=ls, label=lab)
+        zero = [r["error"] for r in rows if r["shift"] == name and r["method"] == "zero"]
+        if zero:  # noiseless least squares is exact from k = d on: show errors down to 10⁻³ E[y_q²]
+            ax.set_ylim(bottom=1e-3 * float(np.mean(zero)))
         ax.set(yscale="log", title=name, xlabel="in-context examples k")
     for ax in axes.flat[len(names):]:
         ax.set_visible(False)
