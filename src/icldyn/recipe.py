@@ -387,7 +387,7 @@ def run_jobs(rds: list[RunDir], reporter: Reporter, jobs: Iterable[Job]) -> list
             history_rows(rds[m].run_id, label, seeds, hist, rows[m])
             prefix = f"{label}/" if label else ""
             for i, seed in enumerate(seeds):
-                for key, leaf in params.items():
+                for key, leaf in flat_params(params).items():
                     arrays[m][f"{prefix}seed{seed}/{key}"] = np.asarray(leaf[i])
             for key, value in (job.arrays(t) if job.arrays else {}).items():
                 arrays[m][prefix + key] = value
@@ -398,6 +398,32 @@ def run_jobs(rds: list[RunDir], reporter: Reporter, jobs: Iterable[Job]) -> list
                 rds[m].clear_parts(label)
             rds[m].write_params(arrays[m])
     return [Trained(points[m], rows[m]) for m in range(len(rds))]
+
+
+def flat_params(params: Any) -> dict[str, Any]:
+    """A params pytree of nested dicts as one level, keys joined by ``/`` (``h/attn/c_attn_w``): params.npz's
+    names below ``<label>/seed<seed>/``; :func:`nest_params` undoes it."""
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be a dict of arrays (nested dicts allowed), got {type(params).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if isinstance(value, dict):
+            out.update({f"{key}/{k}": v for k, v in flat_params(value).items()})
+        else:
+            out[key] = value
+    return out
+
+
+def nest_params(flat: dict[str, Any]) -> dict[str, Any]:
+    """The nested dict :func:`flat_params` flattened."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        *path, last = key.split("/")
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
 
 
 def grid_points(cfg: RunConfig) -> list[tuple[str, dict[str, Any]]]:

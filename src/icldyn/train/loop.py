@@ -37,6 +37,9 @@ class Problem(NamedTuple):
     # optional, logged with evaluate's metrics after every chunk (not at step 0): metrics of the chunk's last
     # optimiser step, (params before it, its update = params after − params before, task, test) -> metrics
     evaluate_step: Callable[[PyTree, PyTree, PyTree, PyTree], dict[str, jax.Array]] | None = None
+    # a data schedule (a curriculum): sample is called as (task, key, step), step the optimiser step (int32 scalar,
+    # traced: one program for every stage)
+    stepped: bool = False
 
 
 def cast_floats(tree: PyTree, dtype) -> PyTree:
@@ -52,7 +55,7 @@ def in_dtype(problem: Problem, dtype) -> Problem:
     ``init`` and ``sample`` return (with x64 on, ``jax.random.normal`` draws float64), it trains in the configured
     precision."""
     return problem._replace(init=lambda task, key: cast_floats(problem.init(task, key), dtype),
-                            sample=lambda task, key: cast_floats(problem.sample(task, key), dtype))
+                            sample=lambda *args: cast_floats(problem.sample(*args), dtype))
 
 
 class TrainState(NamedTuple):
@@ -109,6 +112,11 @@ def _opt_for(opt: Optimizer, task: PyTree) -> optax.GradientTransformation:
     return opt if isinstance(opt, optax.GradientTransformation) else opt(task)
 
 
+def _sampler(problem: Problem, step: jax.Array) -> Callable[[PyTree, jax.Array], PyTree]:
+    """(task, key) -> batch at ``step`` (the step matters to a :attr:`Problem.stepped` problem only)."""
+    return (lambda task, key: problem.sample(task, key, step)) if problem.stepped else problem.sample
+
+
 def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: int, copies: int = 1):
     """(states, tasks, tests) -> (states, metrics): ``length`` optimiser steps of every slot (``copies`` ×
     seeds; the copies of a seed share its batches)."""
@@ -124,7 +132,7 @@ def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: in
         keys = jax.vmap(jax.random.split)(state.key)  # (seeds, 2, key)
         # seeds run in lockstep, so one scalar decides: a real branch, not a per-seed select
         batch = jax.lax.cond(state.step[0] % resample_every == 0,
-                             lambda: seeds(problem.sample)(tasks, keys[:, 1]), lambda: state.batch)
+                             lambda: seeds(_sampler(problem, state.step[0]))(tasks, keys[:, 1]), lambda: state.batch)
         params, opt_state, loss, gnorm, updates = slots(grad_step)(state.params, state.opt_state, batch, tasks)
         new = TrainState(params, opt_state, batch, keys[:, 0], state.step + 1)
         return new, (loss, gnorm), (state.params, updates)
@@ -181,8 +189,9 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
     def init(task, key):
         k_init, k_batch, k_loop = jax.random.split(key, 3)
         params = problem.init(task, k_init)
-        return TrainState(params, _opt_for(opt, task).init(params), problem.sample(task, k_batch), k_loop,
-                          jnp.zeros((), jnp.int32))
+        step = jnp.zeros((), jnp.int32)
+        return TrainState(params, _opt_for(opt, task).init(params), _sampler(problem, step)(task, k_batch), k_loop,
+                          step)
 
     state = jax.jit(over_seeds(init, problem.seed_map))(tasks, keys)
     if slot_lrs is not None:

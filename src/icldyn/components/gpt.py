@@ -1,0 +1,156 @@
+"""A GPT-2-style decoder on interleaved (x, y) prompts: the model of Garg, Tsipras, Liang, Valiant (NeurIPS 2022,
+arXiv 2208.01066, §2-3; their ``TransformerModel``: a Hugging Face ``GPT2Model`` between a linear read-in and a linear
+read-out).
+
+A prompt (x₁, f(x₁), …, x_k, f(x_k)) becomes 2k tokens z ∈ R^d — x_i, then (y_i, 0, …, 0) — read in by a linear map
+to R^E, with learned positions; GPT-2 blocks (pre-LayerNorm, multi-head causal softmax attention, GELU MLP of width
+4E, residuals), a final LayerNorm and a linear read-out at the x tokens give ŷ_i = M(x₁, y₁, …, x_i), the prediction
+of f(x_i) from the i − 1 examples before it. Causal attention means the first k predictions of a longer prompt are
+those of its k-point prefix: the curriculum of :mod:`icldyn.components.function_classes` trains on shorter prompts by
+masking the loss instead of recompiling.
+
+Parameters are a plain pytree with the layers stacked on a leading axis (one ``lax.scan`` over layers: one compiled
+block whatever the depth), named after the Hugging Face state dict so that :func:`from_state_dict` is a renaming.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from pydantic import Field
+
+from icldyn.config import ModelSection, RunConfig
+
+Params = dict[str, Any]
+
+SIZES = {"tiny": (64, 3, 2), "small": (128, 6, 4), "standard": (256, 12, 8)}  # n_embd, n_layer, n_head (Garg §3)
+LN_EPS = 1e-5  # GPT2Config.layer_norm_epsilon
+INIT_STD = 0.02  # GPT2Config.initializer_range
+
+
+class GPTModel(ModelSection):
+    """Garg et al.'s GPT-2 decoder (arXiv 2208.01066 §3), sized by ``size`` or explicit dimensions."""
+
+    kind: Literal["gpt"] = Field("gpt", description="GPT-2-style decoder on interleaved (x, y) tokens (arXiv 2208.01066)")
+    data_kinds: ClassVar[tuple[str, ...]] = (
+        "linear_regression", "sparse_linear_regression", "noisy_linear_regression", "linear_classification",
+        "quadratic_regression", "relu_2nn_regression", "decision_tree", "prompts", "laws")
+    size: Literal["tiny", "small", "standard"] = Field(
+        "tiny", description="Garg et al.'s sizes (n_embd / layers / heads): tiny 64/3/2, small 128/6/4, standard 256/12/8")
+    n_embd: int | None = Field(None, ge=1, le=4096, description="embedding width E (overrides size)")
+    n_layer: int | None = Field(None, ge=1, le=64, description="GPT-2 blocks (overrides size)")
+    n_head: int | None = Field(None, ge=1, le=64, description="attention heads; must divide n_embd (overrides size)")
+
+    def dims(self) -> tuple[int, int, int]:
+        E, L, H = SIZES[self.size]
+        return self.n_embd or E, self.n_layer or L, self.n_head or H
+
+    def check(self, cfg: RunConfig) -> None:
+        E, _, H = self.dims()
+        if E % H:
+            raise ValueError(f"model.n_head = {H} must divide model.n_embd = {E}")
+
+    def execution(self, cfg: RunConfig) -> dict[str, Any]:
+        E, L, H = self.dims()
+        return {"gpt": f"n_embd {E}, layers {L}, heads {H}"}
+
+
+def init(key: jax.Array, d: int, n_points: int, n_embd: int, n_layer: int, n_head: int, dtype=jnp.float32) -> Params:
+    """Parameters as Hugging Face initialises ``GPT2Model`` (N(0, 0.02), residual projections N(0, 0.02/√(2L)),
+    LayerNorms 1 and 0, biases 0) and PyTorch's ``nn.Linear`` the read-in and read-out (U(±1/√fan_in)).
+    ``n_points``: the longest prompt (2 · n_points positions)."""
+    E, L = n_embd, n_layer
+    ks = iter(jax.random.split(key, 10))
+    normal = lambda shape, std=INIT_STD: std * jax.random.normal(next(ks), shape, dtype)
+    uniform = lambda shape, fan_in: jax.random.uniform(
+        next(ks), shape, dtype, -1.0 / np.sqrt(fan_in), 1.0 / np.sqrt(fan_in))
+    zeros, ones = (lambda *s: jnp.zeros(s, dtype)), (lambda *s: jnp.ones(s, dtype))
+    proj_std = INIT_STD / (2 * L) ** 0.5
+    return {
+        "read_in": {"w": uniform((d, E), d), "b": uniform((E,), d)},
+        "wpe": normal((2 * n_points, E)),
+        "h": {"ln_1": {"g": ones(L, E), "b": zeros(L, E)},
+              "attn": {"c_attn_w": normal((L, E, 3 * E)), "c_attn_b": zeros(L, 3 * E),
+                       "c_proj_w": normal((L, E, E), proj_std), "c_proj_b": zeros(L, E)},
+              "ln_2": {"g": ones(L, E), "b": zeros(L, E)},
+              "mlp": {"c_fc_w": normal((L, E, 4 * E)), "c_fc_b": zeros(L, 4 * E),
+                      "c_proj_w": normal((L, 4 * E, E), proj_std), "c_proj_b": zeros(L, E)}},
+        "ln_f": {"g": ones(E), "b": zeros(E)},
+        "read_out": {"w": uniform((E,), E), "b": uniform((), E)},
+    }
+
+
+def combine(xs: jax.Array, ys: jax.Array) -> jax.Array:
+    """(b, k, d) and (b, k) → the (b, 2k, d) token sequence x₁, (y₁, 0…0), x₂, … (Garg et al.'s ``_combine``)."""
+    y_tok = jnp.zeros_like(xs).at[..., 0].set(ys)
+    return jnp.stack([xs, y_tok], axis=2).reshape(xs.shape[0], 2 * xs.shape[1], xs.shape[2])
+
+
+def layer_norm(h: jax.Array, p: Params) -> jax.Array:
+    mu = h.mean(-1, keepdims=True)
+    var = jnp.square(h - mu).mean(-1, keepdims=True)
+    return (h - mu) * jax.lax.rsqrt(var + LN_EPS) * p["g"] + p["b"]
+
+
+def block(h: jax.Array, p: Params, n_head: int) -> jax.Array:
+    """One GPT-2 block: h + Attn(LN₁ h), then + MLP(LN₂ ·) (pre-LayerNorm; GELU in its tanh form, ``gelu_new``)."""
+    b, T, E = h.shape
+    a = layer_norm(h, p["ln_1"])
+    qkv = a @ p["attn"]["c_attn_w"] + p["attn"]["c_attn_b"]
+    q, k, v = (t.reshape(b, T, n_head, E // n_head) for t in jnp.split(qkv, 3, axis=-1))
+    scores = jnp.einsum("bqhc,bkhc->bhqk", q, k) * (E // n_head) ** -0.5
+    causal = jnp.tril(jnp.ones((T, T), bool))
+    weights = jax.nn.softmax(jnp.where(causal, scores, jnp.finfo(scores.dtype).min), axis=-1)
+    o = jnp.einsum("bhqk,bkhc->bqhc", weights, v).reshape(b, T, E)
+    h = h + o @ p["attn"]["c_proj_w"] + p["attn"]["c_proj_b"]
+    m = jax.nn.gelu(layer_norm(h, p["ln_2"]) @ p["mlp"]["c_fc_w"] + p["mlp"]["c_fc_b"], approximate=True)
+    return h + m @ p["mlp"]["c_proj_w"] + p["mlp"]["c_proj_b"]
+
+
+def predict(params: Params, xs: jax.Array, ys: jax.Array, n_head: int) -> jax.Array:
+    """(b, k) predictions ŷ_i = M(x₁, y₁, …, x_i) at every x token (y_i itself is never seen by ŷ_i)."""
+    zs = combine(xs, ys)
+    h = zs @ params["read_in"]["w"] + params["read_in"]["b"] + params["wpe"][: zs.shape[1]]
+    h, _ = jax.lax.scan(lambda h, p: (block(h, p, n_head), None), h, params["h"])
+    h = layer_norm(h, params["ln_f"])
+    return h[:, ::2] @ params["read_out"]["w"] + params["read_out"]["b"]
+
+
+_HF_BLOCK = {  # our name -> (HF state-dict name inside block i, transpose)
+    ("ln_1", "g"): "ln_1.weight", ("ln_1", "b"): "ln_1.bias", ("ln_2", "g"): "ln_2.weight", ("ln_2", "b"): "ln_2.bias",
+    ("attn", "c_attn_w"): "attn.c_attn.weight", ("attn", "c_attn_b"): "attn.c_attn.bias",
+    ("attn", "c_proj_w"): "attn.c_proj.weight", ("attn", "c_proj_b"): "attn.c_proj.bias",
+    ("mlp", "c_fc_w"): "mlp.c_fc.weight", ("mlp", "c_fc_b"): "mlp.c_fc.bias",
+    ("mlp", "c_proj_w"): "mlp.c_proj.weight", ("mlp", "c_proj_b"): "mlp.c_proj.bias",
+}
+
+
+def from_state_dict(state: dict[str, Any], dtype=jnp.float32) -> Params:
+    """Parameters from a PyTorch state dict of Garg et al.'s ``TransformerModel`` (keys ``_read_in.*``,
+    ``_backbone.*`` — a ``GPT2Model`` —, ``_read_out.*``; tensors or arrays). The head count is not in the weights:
+    pass the model's to :func:`predict`. HF's Conv1D stores (in, out) as we do; ``nn.Linear`` stores (out, in) and
+    is transposed."""
+    arr = {k: np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v) for k, v in state.items()}
+    layers = sorted({int(k.split(".")[2]) for k in arr if k.startswith("_backbone.h.")})
+    if layers != list(range(len(layers))) or not layers:
+        raise ValueError("not a TransformerModel state dict: no _backbone.h.<i> blocks")
+    h: Params = {"ln_1": {}, "ln_2": {}, "attn": {}, "mlp": {}}
+    for (group, name), hf in _HF_BLOCK.items():
+        h[group][name] = jnp.asarray(np.stack([arr[f"_backbone.h.{i}.{hf}"] for i in layers]), dtype)
+    cast = lambda a: jnp.asarray(a, dtype)
+    params = {
+        "read_in": {"w": cast(arr["_read_in.weight"].T), "b": cast(arr["_read_in.bias"])},
+        "wpe": cast(arr["_backbone.wpe.weight"]),
+        "h": h,
+        "ln_f": {"g": cast(arr["_backbone.ln_f.weight"]), "b": cast(arr["_backbone.ln_f.bias"])},
+        "read_out": {"w": cast(arr["_read_out.weight"][0]), "b": cast(arr["_read_out.bias"][0])},
+    }
+    return params
+
+
+def count(params: Params) -> int:
+    """Trained parameters (HF's unused token embedding ``wte`` is not among them)."""
+    return int(sum(np.prod(a.shape) for a in jax.tree.leaves(params)))

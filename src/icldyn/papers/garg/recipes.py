@@ -1,0 +1,160 @@
+"""Garg et al.'s experiments (arXiv 2208.01066 §3-4, Figures 2 and 4) on the core's runner skeleton: a GPT trained
+with the loss at every prefix, its error at every number of in-context examples k beside the baseline zoo
+(:mod:`icldyn.components.zoo`) on the same held-out prompts."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from icldyn.components import zoo
+from icldyn.components.prompts import Prompts
+from icldyn.config import RunConfig, with_overrides
+from icldyn.papers.garg.figures import error_vs_k, training
+from icldyn.papers.garg.problem import build, normaliser, numpy_prompts, position_error
+from icldyn.papers.garg.results import CurvePoint, CurveResult
+from icldyn.recipe import Job, Recipe, Reporter, Rows, Table, Target, Trained, grid_points, run_jobs
+from icldyn.store import RunDir
+from icldyn.train.optimizers import build_optimizer
+
+LINEAR = ("linear_regression", "noisy_linear_regression", "prompts")
+
+
+def baselines(cfg: RunConfig, val: Prompts) -> dict[str, tuple[object, bool]]:
+    """name -> (algorithm (X, y) -> (b, m) predictions, fitted per prompt) for the configured class (Garg et al.'s
+    ``get_relevant_baselines``, with ridge / the Bayes predictor, tuned GD and preconditioned GD added)."""
+    kind, d = cfg.data.kind, cfg.data
+    out: dict[str, tuple[object, bool]] = {}
+    if kind != "linear_classification":
+        out["least squares"] = (zoo.least_squares, False)
+    out["3-nearest neighbours"] = (zoo.nearest_neighbours, False)
+    out["averaging"] = (zoo.averaging, False)
+    if kind in LINEAR:
+        eta = zoo.tuned_step(val.X, val.y, 1)
+        out["GD, 1 step (tuned)"] = (lambda X, y, eta=eta: zoo.gradient_descent(X, y, eta, 1), False)
+        if kind == "prompts" and d.covariance != "identity":
+            P = np.linalg.inv(np.cov(np.asarray(val.X).reshape(-1, d.d).T))  # Σ⁻¹ of the seed's law
+            eta_p = zoo.tuned_step(val.X, val.y, 1, P)
+            out["PGD Σ⁻¹, 1 step (tuned)"] = (lambda X, y: zoo.gradient_descent(X, y, eta_p, 1, P), False)
+    noise = getattr(d, "noise_std", 0.0)
+    if kind in LINEAR and noise > 0:
+        out[f"ridge λ = σ² = {noise**2:g} (Bayes)"] = (lambda X, y: zoo.ridge(X, y, noise**2), False)
+    if kind == "sparse_linear_regression":
+        for a in zoo.LASSO_ALPHAS:
+            out[f"Lasso α = {a:g}"] = (lambda X, y, a=a: zoo.lasso(X, y, a), True)
+    if kind == "relu_2nn_regression":
+        out["2-layer ReLU net, Adam 100 steps"] = (
+            lambda X, y: zoo.two_layer_network(X, y, jax.random.PRNGKey(0)), True)
+    if kind == "decision_tree":
+        out["greedy tree, depth 4"] = (lambda X, y: zoo.decision_tree(X, y, 4), True)
+        out["greedy tree, unbounded"] = (lambda X, y: zoo.decision_tree(X, y, None), True)
+        out["gradient-boosted trees"] = (zoo.boosted_trees, True)
+    return out
+
+
+def curve(cfg: RunConfig, pred, y) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, standard error) over prompts of the normalised error at every position."""
+    e = np.asarray(position_error(cfg, np.asarray(pred, np.float64), np.asarray(y, np.float64)))
+    return e.mean(0), e.std(0, ddof=1) / np.sqrt(e.shape[0])
+
+
+def zoo_curves(cfg: RunConfig, tests: list[Prompts], vals: list[Prompts]) -> tuple[dict, dict]:
+    """Every baseline's error curve over the seeds' held-out prompts (those fitted prompt by prompt on the first
+    ``data.per_prompt`` of each)."""
+    errs: dict[str, list[np.ndarray]] = {}
+    few = getattr(cfg.data, "per_prompt", 100)
+    for test, val in zip(tests, vals):
+        for name, (algo, per_prompt) in baselines(cfg, val).items():
+            X, y = (test.X[:few], test.y[:few]) if per_prompt else (test.X, test.y)
+            e = np.asarray(position_error(cfg, np.asarray(algo(X, y), np.float64), y))
+            errs.setdefault(name, []).append(e)
+    mean = {k: np.concatenate(v).mean(0).tolist() for k, v in errs.items()}
+    se = {k: (np.concatenate(v).std(0, ddof=1) / np.sqrt(sum(len(x) for x in v))).tolist() for k, v in errs.items()}
+    return mean, se
+
+
+def jobs(cfg: RunConfig):
+    from icldyn.components import gpt
+
+    for label, over in grid_points(cfg):
+        pcfg = with_overrides(cfg, over)
+        s = build(pcfg)
+
+        def summarise(trained, wall_s, label=label, over=over, pcfg=pcfg, s=s):
+            [(params, hist)] = trained
+            tests = [numpy_prompts(s.tests, i) for i in range(len(s.seeds))]
+            vals = [numpy_prompts(s.vals, i) for i in range(len(s.seeds))]
+            preds = [np.asarray(gpt.predict(jax.tree.map(lambda a, i=i: a[i], params), s.tests.X[i], s.tests.y[i],
+                                            s.n_head), np.float64) for i in range(len(s.seeds))]
+            errs = np.concatenate([np.asarray(position_error(pcfg, p, t.y)) for p, t in zip(preds, tests)])
+            bl, bl_se = zoo_curves(pcfg, tests, vals)
+            final = hist.metrics[-1]
+            classif = pcfg.data.kind == "linear_classification"
+            return [{"point": label, "grid": over, "function_class": pcfg.data.kind, "d": pcfg.data.d,
+                     "normaliser": normaliser(pcfg),
+                     "metric": "0-1 error" if classif else f"squared error / {normaliser(pcfg):g}",
+                     "k": list(range(pcfg.data.n + 1)), "model": errs.mean(0).tolist(),
+                     "model_se": (errs.std(0, ddof=1) / np.sqrt(len(errs))).tolist(),
+                     "baselines": bl, "baselines_se": bl_se,
+                     "seeds": [{"error": float(final["error"][i]), "error_last": float(final["error_last"][i])}
+                               for i in range(len(s.seeds))]}]
+
+        yield Job(cfg=pcfg, targets=[Target(0, label, s.seeds)], problem=s.problem, opt=build_optimizer(pcfg.train),
+                  tasks=s.tasks, tests=s.tests, keys=s.keys, summarise=summarise, description=label or cfg.experiment)
+
+
+def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> Trained:
+    return run_jobs([rd], reporter, jobs(cfg))[0]
+
+
+def combine(cfg: RunConfig, points: list[CurvePoint], rows: Rows, out: RunDir | None) -> CurveResult:
+    rows_out = []
+    for p in points:
+        ks = p.k if len(p.k) <= 12 else sorted({*p.k[:: max(1, len(p.k) // 10)], p.d, p.k[-1]} & set(p.k))
+        names = list(p.baselines)
+        for k in ks:
+            rows_out.append([p.point or "—", k, f"{p.model[k]:.3f} ± {p.model_se[k]:.3f}",
+                             *[f"{p.baselines[n][k]:.3f}" for n in names]])
+    names = list(points[0].baselines) if points else []
+    table = Table(columns=["point", "k", "transformer (± s.e.)", *names], rows=rows_out)
+    notes = [(f"Errors: {points[0].metric} at the prediction after k in-context examples (k = 0: none seen), "
+             "mean over the seeds' held-out prompts; every baseline on the same prompts, those fitted prompt by "
+             f"prompt (scikit-learn, the trained network) on the first {getattr(cfg.data, 'per_prompt', 100)} of each "
+             "seed.")] if points else []
+    return CurveResult(points=points, table=table, report_lines=notes,
+                       figures=[error_vs_k(cfg, points, out), training(cfg, points, rows, out)])
+
+
+# Garg et al.'s schedule (Appendix A.3): Adam, lr 1e-4, batch 64, 500 001 steps; curriculum 5 → 20 dimensions by 1 and
+# 11 → 41 points by 2 every 2000 steps; the standard model 256/12/8. For a GPU or a cluster.
+PAPER_TRAIN = {"optimizer": "adam", "lr": 1e-4, "batch": 64, "steps": 500_000, "log_every": 1000}
+CURRICULUM = {"d": 20, "n": 40, "dims_start": 5, "points_start": 11}
+QUICK = {"seeds": 1, "data": {"d": 5, "n": 10, "dims_start": None, "points_start": None, "test_size": 1000,
+                              "per_prompt": 16},
+         "model": {"size": "tiny"}, "train": {"steps": 300, "lr": 1e-3, "log_every": 100}}
+
+
+def _recipe(name: str, kind: str, description: str, data: dict | None = None) -> Recipe:
+    return Recipe(name=name, paper="garg", description=description, runner=run, combine=combine, result=CurveResult,
+                  losses=("test_loss",), metric="error",
+                  defaults={"seeds": 1, "data": {"kind": kind, **CURRICULUM, **(data or {})},
+                            "model": {"kind": "gpt", "size": "standard"}, "train": PAPER_TRAIN},
+                  quick=QUICK)
+
+
+RECIPES = [
+    _recipe("garg-linear", "linear_regression", "Garg et al. Fig. 2: a GPT learns linear regression in context, "
+            "error vs k beside least squares, 3-NN, averaging, tuned GD (paper size: standard model, curriculum)"),
+    Recipe(name="garg-linear-cpu", paper="garg", base="garg-linear",
+           description="garg-linear at a CPU size: d = 5, 11 points, the tiny GPT; reaches least squares at k ≥ d",
+           defaults={"seeds": 1, "data": {"kind": "linear_regression", "d": 5, "n": 10, "test_size": 1000},
+                     "model": {"kind": "gpt", "size": "tiny"},
+                     "train": {"optimizer": "adam", "lr": 1e-3, "batch": 64, "steps": 20_000, "log_every": 1000}},
+           quick=QUICK),
+    _recipe("garg-sparse", "sparse_linear_regression", "Garg et al. Fig. 4: sparse linear regression (3 non-zeros) "
+            "against Lasso over α, least squares, 3-NN, averaging"),
+    _recipe("garg-tree", "decision_tree", "Garg et al. Fig. 4: depth-4 decision trees against greedy and "
+            "gradient-boosted trees, 3-NN, least squares, averaging"),
+    _recipe("garg-relu", "relu_2nn_regression", "Garg et al. Fig. 4: two-layer ReLU networks (100 units) against a "
+            "2-layer network trained by Adam, least squares, 3-NN, averaging"),
+]
