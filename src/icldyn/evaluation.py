@@ -30,10 +30,12 @@ def shift_names(shifts: list[str] | None) -> list[str]:
 
 
 def _params(arrays: dict[str, np.ndarray], label: str, seed: int) -> dict[str, np.ndarray]:
-    """One seed's parameters from params.npz (``<label>/seed<seed>/<name>``; a name may hold ``/``: a flattened
-    pytree's path, passed to the predictor as it is)."""
+    """One seed's parameters from params.npz (``<label>/seed<seed>/<name>``; a name holding ``/`` is a nested
+    pytree's path: nested again, :func:`icldyn.recipe.nest_params`)."""
+    from icldyn.recipe import nest_params
+
     prefix = f"{label}/seed{seed}/" if label else f"seed{seed}/"
-    return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+    return nest_params({k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
 
 
 def measure(cfg: RunConfig, arrays: dict[str, np.ndarray], shifts: list[str], *, run_id: str = "",

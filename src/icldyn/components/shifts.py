@@ -257,13 +257,21 @@ def shift_key(key: jax.Array, name: str) -> jax.Array:
     return jax.random.fold_in(key, zlib.crc32(name.encode()) & 0x7FFFFFFF)
 
 
+LINEAR_CLASSES = ("linear_regression", "noisy_linear_regression")  # function classes that are Gaussian laws
+
+
 def base_law(cfg: RunConfig, seed: int) -> GaussianTask:
-    """A run's training law for one seed, float64: the Gaussian prompts law (``data.kind = "prompts"``) the shifts
-    start from; any other law is one line."""
-    if not isinstance(cfg.data, PromptsData):
-        raise ConfigError(f"data.kind = {cfg.data.kind!r} has no shift suite: the shifts start from Gaussian "
-                          "in-context regression prompts; allowed: data.kind = 'prompts'")
-    return as_numpy(make_task(cfg.data, seed))
+    """A run's training law for one seed, float64, that the shifts start from: the Gaussian prompts law
+    (``data.kind = "prompts"``), or a linear function class (x ~ N(0, I), w ~ N(0, s²I), noise σ); any other law is
+    one line."""
+    data = cfg.data
+    if isinstance(data, PromptsData):
+        return as_numpy(make_task(data, seed))
+    if data.kind in LINEAR_CLASSES:
+        eye = np.eye(data.d)
+        return GaussianTask(eye, eye, data.scale * eye, np.asarray(float(getattr(data, "noise_std", 0.0))))
+    raise ConfigError(f"data.kind = {data.kind!r} has no shift suite: the shifts start from a Gaussian linear "
+                      f"law; allowed: data.kind = {', '.join(repr(k) for k in ('prompts', *LINEAR_CLASSES))}")
 
 
 def gd_steps(cfg: RunConfig) -> int:
