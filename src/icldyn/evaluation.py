@@ -111,8 +111,8 @@ STYLE = {"model": ("k", "-", "trained model"), "ols": ("C0", "--", "least square
 
 def draw(rows: list[dict], path: Path | None) -> list[str]:
     """One panel per shift: each method's error against the prompt length k, the mean over seeds (one line per grid
-    point for the model), drawn down to 10⁻³ of the zero predictor's error; returns the written files (PNG and PDF, relative to the run), or the Figure
-    when ``path`` is None."""
+    point for the model), drawn down to 10⁻³ of the zero predictor's error; returns the written files (PNG and PDF,
+    relative to the run), or the Figure when ``path`` is None."""
     import matplotlib.pyplot as plt
 
     from icldyn.plots import save

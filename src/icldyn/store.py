@@ -602,8 +602,8 @@ def query(store: str | Path, sql: str, *, timeout_s: float = QUERY_TIMEOUT_S, me
     """Run one read-only SQL statement over the store: the views ``metrics`` (every run's metrics.parquet, plus
     the chunks an unfinished run has flushed), ``finals`` (each run's, point's and seed's last logged value of
     each metric), ``runs`` (one row a run: status, last step, …), ``sweeps`` (sweep_id, run_id, status, key,
-    value per swept key) and ``shifts`` (``icldyn eval``'s curves: run_id, point, seed, shift, k, method, error, se). Only a single SELECT runs (the parsed statement's type is checked); DuckDB sees no file
-    outside the store, has no temporary directory (nothing spills to disk, so nothing planted in one is read) and
+    value per swept key) and ``shifts`` (``icldyn eval``'s curves: run_id, point, seed, shift, k, method, error,
+    se). Only a single SELECT runs (the parsed statement's type is checked); DuckDB sees no file outside the store, has no temporary directory (nothing spills to disk, so nothing planted in one is read) and
     its configuration is locked, so a query can neither write nor read elsewhere. It is bounded: interrupted after
     ``timeout_s`` seconds, within ``memory`` (a DuckDB size, e.g. ``2GB``) and ``max_rows`` result rows, each
     exceeded with one line. Damaged runs and sweep records (:func:`problems`; a metrics file's hash is checked
