@@ -124,7 +124,7 @@ RECIPE = Recipe(
     "shifts (skewed, half subspace, x or w scaled, label noise, longer prompts)",
     runner=run, result=AhnShiftResult, assumptions=assumptions,
     defaults={"seeds": 2, "data": {"kind": "prompts", "d": 5, "n": 20, "covariance": "identity",
-                                   "w_prior": "identity", "test_size": 10_000},
+                                   "w_prior": "identity", "test_size": 5000},
               "model": {"kind": "linear_attention", "layers": 1, "parameterization": "sparse"},
               "train": {"optimizer": "adam", "lr": 0.01, "steps": 3000, "batch": 2000, "log_every": 100,
                         "schedule": "cosine"}},
