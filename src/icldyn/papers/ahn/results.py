@@ -50,4 +50,5 @@ class ShiftCell(BaseModel):
 
 class AhnShiftResult(AhnResult):
     cells: list[ShiftCell]
-    z_max: float  # max over cells of |measured − exact| / se
+    z_rms: float  # root mean square over cells of z = (measured − exact) / se
+    z_max: float  # max over cells of |z|

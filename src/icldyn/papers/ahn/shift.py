@@ -24,7 +24,12 @@ from icldyn.recipe import Recipe, Reporter, Table
 from icldyn.store import RunDir, write_shift_rows
 
 GAUSSIAN = [name for name, s in SHIFTS.items() if s.gaussian]  # context and query iid from the shifted law
-Z_TOL = 4.5  # |measured − exact| ≤ 4.5 s.e. in every cell (≈ 200 cells: a false alarm ≈ 1 in 700 runs if Gaussian)
+# The claim's statistic: the root mean square over cells of z = (measured − exact)/s.e., ≈ 1 when the exact risk is
+# right. Not the largest |z|: the errors are heavy-tailed at small k, so a cell's mean and s.e. both fall short
+# together when a prompt set misses a rare large error (z down to −4.8 among 560 cells at the paper size, −3.4 among
+# 140 at the quick one, with an RMS of 1.04 and 1.14); a systematic error moves every cell (the exact risk of a G 5%
+# off: RMS 2.3 and 1.8).
+RMS_TOL = 1.5
 
 
 def cells(cfg: RunConfig, arrays: dict[str, np.ndarray], rows: list[dict], key: int = 0) -> list[ShiftCell]:
@@ -51,8 +56,9 @@ def cells(cfg: RunConfig, arrays: dict[str, np.ndarray], rows: list[dict], key: 
     return out
 
 
-def z_max(cs: list[ShiftCell]) -> float:
-    return max(abs(c.measured - c.exact) / c.se for c in cs)
+def z_scores(cs: list[ShiftCell]) -> np.ndarray:
+    """z = (measured − exact)/s.e. per cell."""
+    return np.array([(c.measured - c.exact) / c.se for c in cs])
 
 
 def figure(cs: list[ShiftCell], rd) -> str:
@@ -108,13 +114,15 @@ def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> AhnShiftResult:
                   rows=[[c.shift, c.k, f"{c.measured:.4g} ± {c.se:.2g}", f"{c.exact:.4g}",
                          f"{(c.measured - c.exact) / c.se:+.2f}", f"{c.theorem1:.4g}", f"{c.in_law:.4g}"]
                         for c in at_n])
-    zm = z_max(cs) if cs else float("nan")
+    z = z_scores(cs) if cs else np.full(1, np.nan)
+    z_rms, z_max = float(np.sqrt(np.mean(z**2))), float(np.max(np.abs(z)))
     notes = [(f"The {len(GAUSSIAN)} covariance shifts of the suite × k = 1 … n ({len(rows)} rows in shifts.parquet, "
               f"{cfg.data.test_size} prompts per shift and k; `icldyn eval RUN` redraws them and adds the other "
               f"{len(SHIFTS) - len(GAUSSIAN)} strategies). The trained model's measured error is held against its "
-              f"exact risk (theory.shifted_loss at the trained G) in every cell: max |z| = {zm:.2f} over {len(cs)} "
-              f"cells (seed {cfg.seed}'s cells at the trained length in the table)."), "", *base.report_lines]
-    return AhnShiftResult(points=points, cells=cs, z_max=zm, figures=base.figures + figs, table=table,
+              f"exact risk (theory.shifted_loss at the trained G) in every cell: z = (measured − exact)/s.e. has RMS "
+              f"{z_rms:.2f} and max |z| {z_max:.2f} over {len(cs)} cells (seed {cfg.seed}'s cells at the trained "
+              "length in the table)."), "", *base.report_lines]
+    return AhnShiftResult(points=points, cells=cs, z_rms=z_rms, z_max=z_max, figures=base.figures + figs, table=table,
                           report_lines=notes)
 
 
