@@ -1,6 +1,7 @@
 """Regenerate docs/config.md from the pydantic models: python docs/gen_config.py"""
 
 from icldyn.config import (
+    PYTHON_OPTIMIZER,
     DataSection,
     ModelSection,
     RunConfig,
@@ -24,7 +25,41 @@ lines = ["# Configuration reference", "",
  "Unknown keys and invalid values are refused with one line naming the field and what is allowed (exit code 2).",
  "The resolved config, every default filled in, is written to each run's `config.toml`.", "",
  "Example `my.toml`:", "", "```toml", 'experiment = "ahn-loss-vs-layers"', "seeds = 2", "", "[grid]",
- '"model.layers" = [1, 2]', "", "[train]", "steps = 3000", "```", ""]
+ '"model.layers" = [1, 2]', "", "[train]", "steps = 3000", "```", "",
+ "## Asking your own question", "",
+ "**Changing a kind or a mode drops its fields.** An override that changes `data.kind`, `model.kind` or a mode field",
+ "(`data.covariance`, `data.w_prior`, `data.w_law`, `train.optimizer`, `train.schedule`) drops the recipe's fields of",
+ "the old one: `icldyn run quickstart --set data.covariance=identity` forgets quickstart's `data.eigenvalues`, and",
+ "`--set train.optimizer=lion` its Adam β₂. The same holds for a grid point. A field given for a mode it does not",
+ "apply to is refused in one line. **`null` unsets:** `--set data.eigenvalues=null` (or `none`; `None` from Python)",
+ "removes the key, so the field takes its default; `--set grid.model.layers=null` drops the axis.", "",
+ "**Any optax optimiser or schedule.** By name, with optax's defaults, or as a table of its keyword arguments",
+ "(checked against optax's signature; one line names a wrong or missing argument and lists the allowed ones):", "",
+ "```toml", "[train]", 'optimizer = {name = "lion", b1 = 0.95}            # or "lion", "rmsprop", "contrib.muon", …',
+ "lr = 3e-4                                        # the peak rate: one program per lr grid, vmapped",
+ 'schedule = {name = "warmup_cosine_decay_schedule", warmup_steps = 200}   # a factor on lr: peak 1, end at',
+ "                                                                          # train.steps unless decay_steps is given",
+ "```", "",
+ "On the command line: `--set 'train.optimizer={name=\"lion\"}'`, `--set train.optimizer.b1=0.95` (amends the",
+ "current optimiser's table), `--set 'train.schedule={name=\"warmup_cosine_decay_schedule\", warmup_steps=200}'`.",
+ "The plain names `adam`, `adamw`, `sgd`, `lbfgs` and `constant`, `step`, `cosine` keep reading `train.b1`, `b2`,",
+ "`weight_decay`, `momentum`, `lbfgs_memory`, `decay_every`, `decay_factor`; a table reads only its own arguments.",
+ "From Python, an `optax.GradientTransformation` is used as given, with its own rate and schedule:",
+ '`icldyn.run("quickstart", overrides={"train.optimizer": optax.lion(1e-3)})`; `train.lr` (default 1 then) and',
+ "`train.schedule` still multiply its updates, so a learning-rate grid is a grid of factors. The run's `config.toml`",
+ f"records it as `{PYTHON_OPTIMIZER!r}`: `icldyn show` reads it, but only Python can train it again.", "",
+ "**Σ and the task prior.** Eigenvalues with or without the seeded rotation, or Σ itself (inline or a `.npy` file,",
+ "read at validation and held inline in `config.toml`; checked symmetric positive definite); the task covariance",
+ "Ω_w likewise, and w's law (Gaussian, Laplace, k-sparse; Ω_w = E[wwᵀ] either way):", "",
+ "```toml", "[data]", 'covariance = "eigenvalues"', "eigenvalues = [2.0, 1.0, 0.5, 0.25, 0.1]",
+ "rotate = false                     # Σ = diag(λ), axis-aligned", "```", "",
+ "```toml", "[data]", 'covariance = "matrix"', 'covariance_matrix = "sigma.npy"   # or [[2.0, 0.3], [0.3, 1.0]] with d = 2',
+ 'w_prior = "matrix"', "w_covariance = [[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0],",
+ "                [0.0, 0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.5]]",
+ 'w_law = "sparse"                   # or "laplace"', "w_sparsity = 2", "seed = 100                         # the data's seeds: "
+ "100, 101, …; the initial parameters' stay seed, seed+1, …", "```", "",
+ "A recipe's theory holds such a run to its closed form where it applies (Theorem 1's optimum for the given Σ and",
+ "Ω_w) and its `report.md` lists what lies outside the paper's assumptions (a non-Gaussian w, say).", ""]
 def table(title: str, section: str, cls, fields, intro: str = "") -> None:
     global lines
     lines += [title, ""] + ([intro, ""] if intro else []) + ["| key | allowed | default | meaning |",
@@ -63,7 +98,9 @@ lines += ["Other combinations refused before any work: `model.kind` and `data.ki
           "`data.p < data.d` (regression); `data.features > data.d`; `data.eigenvalues` whose length is not `data.d`; "
           "`data.feature_probs` not summing to 1 or not of length `data.features`; `data.m_singular_values` not of "
           "length min(p, d); `data.eigenvalues` without `covariance = 'eigenvalues'`, `data.condition_number` without "
-          "`covariance = 'condition'`; `model.forward = 'moments'` with a nonlinear `model.activation`; "
+          "`covariance = 'condition'` (every field of one mode of another field, likewise); a "
+          "`covariance_matrix` or `w_covariance` that is not d×d symmetric positive definite; `model.forward = "
+          "'moments'` with a nonlinear `model.activation`; "
           "the C kernel with "
           "d > 15; and, on a machine where the C kernel cannot be built, an explicit `model.forward = 'kernel'` or "
           "`data.sampler = 'kernel'`. A setting that is valid but outside a paper's assumptions (Huang et al.'s "

@@ -28,6 +28,9 @@ def _digest(root) -> dict:
     "ATTACH '{tmp}/x.duckdb'", "SELECT * FROM read_text('/etc/hostname')", "SELECT * FROM read_text('{run}/../../x')",
     "DROP VIEW metrics", "DELETE FROM runs", "INSERT INTO runs VALUES (1)", "SET enable_external_access = true",
     "SELECT 1; SELECT 2", "SELECT * FROM query('COPY (SELECT 1) TO ''{run}/x.parquet''')", "", "   ", "PRAGMA version",
+    "COPY (PIVOT finals ON seed USING max(value)) TO '{run}/x.csv'",
+    "CREATE TABLE x AS PIVOT finals ON seed USING max(value)",
+    "PIVOT finals ON seed USING max(value); COPY (SELECT 1) TO '{run}/y.csv'",
 ])
 def test_query_is_read_only_and_confined_to_the_store(store, tmp_path, sql):
     run = next(p for p in store.iterdir() if p.is_dir())
@@ -49,6 +52,11 @@ def test_finals_runs_and_a_select_over_store_files(store):
     run = next(p for p in store.iterdir() if p.is_dir())
     _, n = query(store, f"SELECT count(*) FROM read_parquet('{run}/metrics.parquet')")  # inside the store: allowed
     assert n[0][0] > 0
+    # a read-only construct DuckDB expands into several statements (a PIVOT reads its columns from the data first)
+    cols, pivot = query(store, "PIVOT (SELECT point, seed, value FROM finals WHERE metric = 'test_loss') "
+                               "ON seed USING max(value) ORDER BY point;")
+    assert cols == ["point", "0", "1"] and [r[0] for r in pivot] == ["model.layers=1", "model.layers=3"]
+    assert list(pivot[1][1:]) == [v for _, v in last]
 
 
 def test_one_writer_per_run_directory(tmp_path):

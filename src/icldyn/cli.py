@@ -112,6 +112,8 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="print summary.json to stdout"),
     resume: Optional[Path] = typer.Option(None, "--resume", help="continue an interrupted RUN_DIR from its "
                                           "checkpoints (its own config; no other arguments)"),
+    log: Optional[str] = typer.Option(None, "--log", help="tensorboard or wandb: the finished run exported there "
+                                      "(as `icldyn export`; wandb offline unless WANDB_MODE says otherwise)"),
 ) -> None:
     """Run an experiment; writes one run directory."""
     from icldyn import plugins
@@ -120,6 +122,10 @@ def run(
     from icldyn.store import RunDir
 
     with bad_input():
+        if log is not None:
+            from icldyn.trackers import check_tracker
+
+            check_tracker(log)  # before anything trains
         if resume is not None:
             if set_ or quick or target is not None:
                 fail("--resume continues a run with its own config.toml: --set, --quick and a recipe would be "
@@ -138,10 +144,14 @@ def run(
     if as_json:
         sys.stdout.write((rd.path / "summary.json").read_text())
         _print_divergence(summary, err_console)
+        if log is not None:
+            _export(rd.path, log, None, err_console)
         return
     _print_points(summary)
     _print_divergence(summary, out_console)
     say(out_console, f"run directory: {rd.path}")
+    if log is not None:
+        _export(rd.path, log, None)
     if summary["status"] != "finished":
         raise typer.Exit(1)
 
@@ -294,12 +304,15 @@ def runs(out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
 
 
 @app.command()
-def show(run_: str = typer.Argument(..., metavar="RUN"),
+def show(runs_: list[str] = typer.Argument(..., metavar="RUN"),
          out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
-    """Print a run's report (a damaged run: what is missing or changed, exit 1)."""
+    """Print a run's (or a sweep's) report (a damaged run: what is missing or changed, exit 1)."""
     from icldyn.store import StoreError, damage, last_step, resolve_run, run_status
     from icldyn.sweep import load_record
 
+    if len(runs_) > 1:
+        fail(f"show prints one run's report; to put runs side by side: icldyn compare {' '.join(runs_)}")
+    run_ = runs_[0]
     with bad_input():
         try:
             path = resolve_run(out, run_)
@@ -321,6 +334,64 @@ def show(run_: str = typer.Argument(..., metavar="RUN"),
                              + ("" if status == "running" else f"; continue it with: icldyn run --resume {path}"))
     say(out_console, f"{path}\n")
     out_console.print((path / "report.md").read_text(errors="replace"), markup=False, highlight=False)
+
+
+@app.command()
+def compare(runs_: list[str] = typer.Argument(..., metavar="RUN RUN …", help="two runs or more (ids, unique parts "
+                                             "of ids, or directories)"),
+            out: Path = typer.Option(Path(DEFAULT_STORE), "--out"),
+            figure: Optional[Path] = typer.Option(None, "--figure", help="where the figure goes (PNG, a PDF beside "
+                                                  "it; default <out>/compare/<runs>.png)")) -> None:
+    """Runs side by side: the config keys that differ, each point's and metric's final value (mean ± sd over
+    seeds), and a figure of the metrics they all logged, over training."""
+    from icldyn.comparison import Comparison
+
+    with bad_input():
+        c = Comparison.of(runs_, out)
+        path = c.figure(figure or out / "compare" / ("_vs_".join(c.names) + ".png")) if c.shared_metrics() else None
+    table = Table(title=Text("config: the keys that differ"))
+    for col in ("key", *c.names):
+        table.add_column(Text(col))
+    for key, row in c.config.iterrows():
+        table.add_row(*cells(key, *row))
+    out_console.print(table if len(c.config) else Text("config: the same in every run"))
+    table = Table(title=Text("final values (mean ± sd over seeds of the last logged value)"))
+    finals = c.table()
+    for col in finals.columns:
+        table.add_column(Text(col))
+    for row in finals.itertuples(index=False):
+        table.add_row(*cells(*row))
+    out_console.print(table)
+    if path is not None:
+        say(out_console, f"figure: {path}")
+
+
+@app.command()
+def export(run_: str = typer.Argument(..., metavar="RUN"),
+           to: str = typer.Option(..., "--to", help="tensorboard (event files; the tensorboard extra) or wandb "
+                                  "(offline unless WANDB_MODE says otherwise; the wandb extra)"),
+           logdir: Optional[Path] = typer.Option(None, "--dir", help="where to write (default <out>/<tracker>)"),
+           out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
+    """Export a finished run to a tracker: every metric per point and seed as scalars, the config as
+    hyperparameters, the figures as images."""
+    from icldyn.store import RunDamaged, problems, resolve_run
+
+    with bad_input():
+        path = resolve_run(out, run_)
+        found = problems(path)
+        if found:
+            raise RunDamaged(path.name, *found[0])
+    _export(path, to, logdir)
+
+
+def _export(path: Path, to: str, logdir: Path | None, console: Console | None = None) -> None:
+    from icldyn import trackers
+
+    with bad_input():
+        where = trackers.export(path, to, logdir)
+    hint = (f"tensorboard --logdir {where.parent}" if to == "tensorboard" else
+            f"upload: wandb sync {where}/wandb/offline-run-*" if os.environ.get("WANDB_MODE") == "offline" else "W&B")
+    say(console or out_console, f"{to}: {where} ({hint})")
 
 
 @app.command()

@@ -25,11 +25,13 @@ from pydantic import (
     Field,
     ValidationError,
     create_model,
+    field_serializer,
     field_validator,
     model_validator,
 )
 
 from icldyn.errors import ConfigError
+from icldyn.train.specs import NAMED_OPTIMIZERS, PYTHON_OPTIMIZER, check_optimizer, check_schedule
 
 if TYPE_CHECKING:
     import jax
@@ -43,7 +45,8 @@ INT64 = 2**63 - 1  # every integer field fits in int64 (JAX, NumPy and Parquet h
 def _positive(v: list[float] | None) -> list[float] | None:
     lo, hi = LIST_RANGE
     if v is not None and (len(v) == 0 or not all(math.isfinite(x) and lo <= x <= hi for x in v)):
-        raise ValueError(f"must be a non-empty list of positive, finite floats within [{lo:g}, {hi:g}], got {v}")
+        raise ValueError(f"must be a non-empty list of positive, finite floats within [{lo:g}, {hi:g}], got {v}"
+                         + (" (null unsets the field)" if not v else ""))
     return v
 
 
@@ -67,10 +70,34 @@ def _numbers(v: Any):
         yield v
 
 
+def mode_of(value: Any) -> str:
+    """The mode a mode field's value selects (:attr:`Section.depends`): a name as it is, a table ``{name = …, …}``
+    ``"table"``, anything else (a Python object) ``"object"``."""
+    return value if isinstance(value, str) else "table" if isinstance(value, dict) else "object"
+
+
+def _applies(value: Any, allowed: tuple[str, ...]) -> bool:
+    mode = mode_of(value)
+    return mode in allowed or ("*" in allowed and mode != "object")
+
+
+def _modes_text(allowed: tuple[str, ...]) -> str:
+    if "*" in allowed:
+        return "a name or a table"
+    shown = [repr(a) for a in allowed]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
+
+
 class Section(BaseModel):
-    """Base of every config section: unknown keys refused, frozen, defaults validated."""
+    """Base of every config section: unknown keys refused, frozen, defaults validated.
+
+    ``depends``: field → (the mode field it belongs to, the modes it applies to; ``"*"``: any name or table): a field
+    of one mode of another field (``data.eigenvalues`` of ``data.covariance = 'eigenvalues'``) is refused at a
+    value other than its default under any other mode (:meth:`RunConfig._combination`; unless the mode field is a
+    grid axis: then each point is checked), and :func:`merge` drops it when an override changes the mode."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    depends: ClassVar[dict[str, tuple[str, tuple[str, ...]]]] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -78,8 +105,7 @@ class Section(BaseModel):
         """No coercion between booleans and numbers: ``true`` is not 1 step, 1 is not ``true``."""
         if not isinstance(data, dict):
             return data
-        prefix = next((f"{name}." for name, base in (("data", DataSection), ("model", ModelSection),
-                                                       ("train", TrainConfig)) if issubclass(cls, base)), "")
+        prefix = _prefix(cls)
         for field, v in data.items():
             info = cls.model_fields.get(field)
             ann = str(info.annotation) if info is not None else ""
@@ -100,6 +126,12 @@ class Section(BaseModel):
             if isinstance(x, int) and not -INT64 - 1 <= x <= INT64:
                 raise ValueError(f"{x} is not allowed: must be within ±(2⁶³ − 1) (a 64-bit integer)")
         return v
+
+
+def _prefix(cls: type) -> str:
+    """``data.``, ``model.`` or ``train.`` for a section class (its keys' prefix)."""
+    return next((f"{name}." for name, base in (("data", DataSection), ("model", ModelSection),
+                                               ("train", TrainConfig)) if issubclass(cls, base)), "")
 
 
 class DataSection(Section):
@@ -144,25 +176,45 @@ class Predict(Protocol):
     def __call__(self, params: dict[str, jax.Array], prompts: Prompts) -> jax.Array: ...
 
 
+def _spec(v: Any) -> Any:
+    """An optax spec as given (``"lion"``, ``{name = "lion", b1 = 0.9}``): a table of only its name is the name."""
+    if isinstance(v, dict):
+        if not isinstance(v.get("name"), str):
+            raise ValueError(f"{_show(v)} is not allowed: a table needs name = \"<optax function>\", e.g. "
+                             "{name = \"lion\", b1 = 0.9}")
+        v = {"name": v["name"], **{k: x for k, x in v.items() if k != "name"}}
+        return v["name"] if len(v) == 1 else v
+    return v
+
+
 class TrainConfig(Section):
     """Optimiser (optax) and loop settings shared by every model."""
 
-    optimizer: Literal["adam", "adamw", "sgd", "lbfgs"] = Field(
-        "adam", description="optax optimiser (sgd without momentum = plain gradient descent; lbfgs: L-BFGS "
-        "directions at a fixed step lr, no line search, as torch.optim.LBFGS without line_search_fn)")
-    lr: float = Field(0.01, gt=0.0, description="peak learning rate")
-    b1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam β₁ (official code: 0.99)")
-    b2: float = Field(0.999, ge=0.0, lt=1.0, description="Adam β₂ (official code: 0.9)")
-    weight_decay: float = Field(0.0, ge=0.0, description="decoupled weight decay (adamw)")
-    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="SGD momentum")
+    optimizer: Any = Field(
+        "adam", description="the optimiser: adam, adamw, sgd (without momentum: plain gradient descent) or lbfgs (L-BFGS "
+        "directions at a fixed step lr, no line search, as torch.optim.LBFGS without line_search_fn), reading "
+        "train.b1, b2, weight_decay, momentum, lbfgs_memory; or any optax optimiser by name, with its keyword "
+        "arguments in a table (`{name = \"lion\", b1 = 0.95}`, optax's defaults for the rest; `contrib.NAME`: "
+        "optax.contrib); from Python also an optax.GradientTransformation (its own rate and schedule; train.lr, "
+        "default 1, and train.schedule then multiply its updates)",
+        json_schema_extra={"allowed": "a name or {name = …, keyword = value, …}"})
+    lr: float = Field(0.01, gt=0.0, description="peak learning rate (multiplies the optimiser's update)")
+    b1: float = Field(0.9, ge=0.0, lt=1.0, description="optimizer = adam, adamw: β₁ (official code: 0.99)")
+    b2: float = Field(0.999, ge=0.0, lt=1.0, description="optimizer = adam, adamw: β₂ (official code: 0.9)")
+    weight_decay: float = Field(0.0, ge=0.0, description="optimizer = adamw: decoupled weight decay")
+    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="optimizer = sgd: momentum")
     lbfgs_memory: int = Field(10, ge=1, le=10_000, description="optimizer = lbfgs: the (s, y) pairs kept")
     clip: float = Field(0.0, ge=0.0, description="gradient clipping threshold; 0 disables")
     clip_mode: Literal["global", "per_matrix"] = Field(
         "global", description="global norm, or each parameter block separately (official code)"
     )
-    schedule: Literal["constant", "step", "cosine"] = Field(
-        "constant", description="learning-rate schedule: constant; step (× decay_factor every decay_every steps); "
-        "cosine (from lr to 0 over train.steps)")
+    schedule: Any = Field(
+        "constant", description="learning-rate schedule, a factor on train.lr: constant; step (× decay_factor every "
+        "decay_every steps); cosine (from 1 to 0 over train.steps); or any optax schedule by name with its keyword "
+        "arguments in a table (`{name = \"warmup_cosine_decay_schedule\", warmup_steps = 200}`; values are factors "
+        "of train.lr: peak_value = 1, init_value = 0 beside a peak_value (else 1), value = 1, and decay_steps / "
+        "transition_steps = train.steps unless given)",
+        json_schema_extra={"allowed": "a name or {name = …, keyword = value, …}"})
     decay_every: int = Field(4000, ge=1, description="schedule = step: multiply lr by decay_factor every k steps")
     decay_factor: float = Field(0.5, gt=0.0, le=1.0, description="schedule = step: factor")
     steps: int = Field(2000, ge=1, description="optimisation steps")
@@ -176,6 +228,44 @@ class TrainConfig(Section):
     flush_every: float = Field(1.0, ge=0.0, description="seconds between writes of the logged metric rows to "
                                "metrics.parts/ (each an fsynced file); 0: after every chunk. Ctrl-C and errors "
                                "write the pending rows at once")
+
+    # the plain names' fields: each is read by one or two of them (b1, b2: adam, adamw; …) and inert under the others
+    # (a recipe may set both Adam's and SGD's for a grid over train.optimizer); an optax optimiser by name or table,
+    # or an object, reads none of them
+    depends: ClassVar[dict[str, tuple[str, tuple[str, ...]]]] = {
+        **{f: ("optimizer", NAMED_OPTIMIZERS) for f in ("b1", "b2", "weight_decay", "momentum", "lbfgs_memory")},
+        "decay_every": ("schedule", ("step",)), "decay_factor": ("schedule", ("step",))}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unit_rate(cls, data: Any) -> Any:
+        """An optax object carries its own rate: train.lr is then a factor on its updates, default 1."""
+        if isinstance(data, dict) and not isinstance(data.get("optimizer", "adam"), (str, dict)) and "lr" not in data:
+            return {**data, "lr": 1.0}
+        return data
+
+    @field_validator("optimizer", "schedule", mode="before")
+    @classmethod
+    def _tables(cls, v: Any) -> Any:
+        return _spec(v)
+
+    @field_validator("optimizer", "schedule", mode="after")
+    @classmethod
+    def _kinds(cls, v: Any, info) -> Any:
+        if info.field_name == "schedule" and mode_of(v) == "object":
+            raise ValueError(f"{v!r} is not allowed: must be a schedule's name or a table {{name = …, …}}")
+        return v
+
+    @model_validator(mode="after")
+    def _optax(self) -> TrainConfig:
+        """Names and keyword arguments checked against optax's signatures (:mod:`icldyn.train.optimizers`)."""
+        check_optimizer(self.optimizer)
+        check_schedule(self.schedule, self.steps)
+        return self
+
+    @field_serializer("optimizer")
+    def _record(self, v: Any) -> Any:
+        return PYTHON_OPTIMIZER if mode_of(v) == "object" else v
 
 
 class RunConfig(Section):
@@ -198,6 +288,20 @@ class RunConfig(Section):
             pairs = [f"{m} + {d}" for m, cls in kinds("model").items() for d in cls.data_kinds]
             raise ValueError(f"model.kind = {self.model.kind!r} does not take data.kind = {self.data.kind!r}; "
                              "allowed pairs: " + ", ".join(sorted(pairs)))
+        for section in SECTIONS:
+            obj = getattr(self, section)
+            for field, (mode, allowed) in obj.depends.items():
+                value, given = getattr(obj, field), getattr(obj, mode)
+                if (value != type(obj).model_fields[field].default and not _applies(given, allowed)
+                        and f"{section}.{mode}" not in self.grid):
+                    shown = repr(given) if isinstance(given, str) else "a table" if isinstance(given, dict) else \
+                        "a Python object"
+                    hint = "remove it"
+                    if mode == "optimizer" and mode_of(given) != "object":
+                        name = given if isinstance(given, str) else given["name"]
+                        hint = f'give it in the table: train.optimizer = {{name = "{name}", {field} = {value!r}}}'
+                    raise ValueError(f"{section}.{field} applies to {section}.{mode} = {_modes_text(allowed)} only, "
+                                     f"not {shown}; {hint}")
         for name, owners in train_owners().items():
             value, default = getattr(self.train, name), type(self.train).model_fields[name].default
             if self.model.kind not in owners and value != default:
@@ -296,6 +400,8 @@ def known_field(section: str, field: str) -> bool:
 def _describe(model: type[BaseModel], field: str) -> str:
     """What a field allows, read off its annotation and constraints."""
     info = model.model_fields[field]
+    if isinstance(info.json_schema_extra, dict) and "allowed" in info.json_schema_extra:
+        return str(info.json_schema_extra["allowed"])
     text = getattr(info.annotation, "__name__", None) or str(info.annotation).replace("typing.", "")
     if "Literal" in text:
         text = "one of " + ", ".join(repr(a) for a in info.annotation.__args__)
@@ -370,8 +476,14 @@ def _loads(text: str, what: str) -> dict[str, Any]:
     return out
 
 
+UNSET = ("null", "none")  # a bare `--set key=null` (or none) unsets the key: the field takes its default
+
+
 def parse_value(text: str) -> Any:
-    """A `--set` value: TOML syntax (numbers, booleans, lists, quoted strings) or a bare string."""
+    """A `--set` value: TOML syntax (numbers, booleans, lists, quoted strings, inline tables) or a bare string;
+    a bare ``null`` or ``none`` is None (unset)."""
+    if text.strip().lower() in UNSET:
+        return None
     try:
         return _loads(f"v = {text}", f"--set value {text[:40]!r}")["v"]
     except tomllib.TOMLDecodeError:
@@ -380,8 +492,10 @@ def parse_value(text: str) -> Any:
 
 def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
     """Set ``raw[a][b] = value`` for key ``a.b``; ``grid.<dotted key>`` sets one grid axis (a recipe's other axes
-    stay; ``[]`` drops the axis)."""
+    stay; ``[]`` or None drops the axis). None unsets the key (:func:`merge` removes it from what it overrides)."""
     if key.startswith("grid."):
+        if value is None:
+            value = []
         if not isinstance(value, list):
             raise ConfigError(f"bad --set {key}: a grid axis takes a list, e.g. {key}=[1,2]")
         raw.setdefault("grid", {})[key.removeprefix("grid.")] = value
@@ -391,6 +505,8 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
         raise ConfigError(f"bad key {key!r} in --set: expected section.field, e.g. data.n=10")
     node = raw
     for part in parts[:-1]:
+        if isinstance(node.get(part), str) and part in SPECS:  # train.optimizer.b1 on a name: amend its table
+            node[part] = {"name": node[part]}
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"bad key {key!r} in --set: {part!r} is not a section")
@@ -428,21 +544,85 @@ def load_toml(path: str) -> dict[str, Any]:
         raise ConfigError(f"config file {path!r} is not valid TOML: {err}") from None
 
 
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Recursive dict merge (``over`` wins); ``grid`` is replaced, not merged."""
-    out = copy.deepcopy(base)
+SPECS = ("optimizer", "schedule")  # train fields that take an optax name or table
+
+
+def _copy(v: Any) -> Any:
+    """A copy of a raw config's tables and lists; values (an optax object too) as they are."""
+    return {k: _copy(x) for k, x in v.items()} if isinstance(v, dict) else [_copy(x) for x in v] \
+        if isinstance(v, list) else v
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+    out = _copy(base)
     for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "grid":
-            out[k] = merge(out[k], v)
+        spec = depth == 1 and k in SPECS
+        if v is None:  # unset: the field takes its default
+            out.pop(k, None)
+        elif spec and isinstance(v, dict) and isinstance(out.get(k), str) and "name" not in v:
+            out[k] = {"name": out[k], **_copy(v)}  # an optax table without its name amends the name given
+        elif isinstance(v, dict) and isinstance(out.get(k), dict) and k != "grid" and not (spec and "name" in v):
+            out[k] = _merge(out[k], v, depth + 1)
         else:
-            out[k] = copy.deepcopy(v)
+            out[k] = _copy(v)
+    return out
+
+
+def section_of(section: str, values: dict[str, Any]) -> type[Section] | None:
+    """The class of a raw section (``data``/``model`` by its kind; None for an unknown kind)."""
+    if section == "train":
+        return section_class("train")
+    return kinds(section).get(values.get("kind"))
+
+
+def _drop_stale(base: dict[str, Any], over: dict[str, Any], out: dict[str, Any]) -> None:
+    """Where ``over`` changes a kind or a mode field, remove from ``out`` the fields that came from ``base`` and
+    belong to the old kind or mode only (a kind's own fields, :attr:`Section.depends`, a model kind's ``train.*``
+    fields; an optax object as train.optimizer also drops the base's rate and schedule)."""
+    for section in SECTIONS:
+        b, o, m = (x.get(section) for x in (base, over, out))
+        if not (isinstance(b, dict) and isinstance(o, dict) and isinstance(m, dict)):
+            continue
+        cls = section_of(section, m)
+        if cls is None:
+            continue
+        if section != "train" and b.get("kind") not in (None, m.get("kind")):
+            for f in [f for f in m if f not in o and f not in cls.model_fields]:
+                del m[f]
+            train_b, train_o = out.get("train"), over.get("train") or {}
+            if section == "model" and isinstance(train_b, dict):
+                for f, owners in train_owners().items():
+                    if f in train_b and f not in train_o and m["kind"] not in owners:
+                        del train_b[f]
+        for f, (mode, allowed) in cls.depends.items():
+            if mode in o and f in m and f not in o and not _applies(m.get(mode, cls.model_fields[mode].default),
+                                                                    allowed):
+                del m[f]
+        if section == "train" and "optimizer" in o and mode_of(o["optimizer"]) == "object":
+            for f in ("lr", "schedule", "decay_every", "decay_factor"):
+                if f not in o:
+                    m.pop(f, None)
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Recursive merge of two raw configs (``over`` wins; ``grid`` is replaced, not merged). A None in ``over``
+    unsets the key; an optax table with a ``name`` replaces the one it overrides, one without amends it. Changing a
+    kind or a mode field drops the fields of the old one (:func:`_drop_stale`)."""
+    out = _merge(base, over)
+    _drop_stale(base, over, out)
     return out
 
 
 def with_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
-    """A copy of ``cfg`` with dotted-key overrides (one grid point), re-validated."""
+    """A copy of ``cfg`` with dotted-key overrides (one grid point), re-validated; a point that changes a kind or a
+    mode field drops the fields of the old one, as :func:`merge`."""
     raw = cfg.model_dump()
+    if mode_of(cfg.train.optimizer) == "object":
+        raw["train"]["optimizer"] = cfg.train.optimizer  # the object itself, not its record in config.toml
+    over: dict[str, Any] = {}
     for key, value in overrides.items():
-        set_dotted(raw, key, value)
+        set_dotted(over, key, value)
+    over.pop("grid", None)
+    raw = merge(raw, over)
     raw["grid"] = {}
     return build(raw)

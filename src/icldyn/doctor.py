@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 PACKAGES = ("jax", "jaxlib", "optax", "numpy", "scipy", "pydantic", "typer", "rich", "pyarrow", "duckdb", "pandas",
-            "matplotlib", "ray")
+            "matplotlib", "ray", "tensorboardX", "wandb")  # the last two: the tracker extras
 
 
 def collect() -> dict[str, Any]:

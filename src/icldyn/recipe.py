@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Literal, NamedTuple, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from icldyn.config import ConfigError, RunConfig, build, merge
+from icldyn.config import ConfigError, RunConfig, build, merge, section_of
 from icldyn.store import RunDir
 from icldyn.train.loop import History, Optimizer, Problem, history_slots, take_slots, train
 
@@ -30,6 +30,33 @@ class Typed(BaseModel):
     """Base of result types: validated on construction, NumPy scalars and arrays accepted as values."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")  # declared fields validated; more kept
+
+    def __repr_args__(self):
+        """The repr, matrices (arrays, nested lists) and long lists shown by their shape, not their numbers."""
+        for name, value in super().__repr_args__():
+            yield name, _Brief.of(value)
+
+
+class _Brief:
+    """A matrix or a long list in a repr: ``<array float32 (3, 5, 5)>``, ``<list 2×5×5>``."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    @staticmethod
+    def of(value: Any) -> Any:
+        if isinstance(value, np.ndarray) and value.size > 8:
+            return _Brief(f"<array {value.dtype} {value.shape}>")
+        if isinstance(value, list) and (len(value) > 8 or any(isinstance(v, list) for v in value)):
+            shape, v = [], value
+            while isinstance(v, list):
+                shape.append(len(v))
+                v = v[0] if v else None
+            return _Brief(f"<list {'×'.join(map(str, shape))}>")
+        return value
 
 
 class Seed(Typed):
@@ -190,6 +217,12 @@ class Recipe:
                 raise ConfigError(f"{key} is an axis of {self.name}'s grid {grid[key]}, so {key} = {values!r} "
                                   f"would be ignored; write --set 'grid.{key}=[{values!r}]' (or a list of values), "
                                   f"or drop the axis with --set 'grid.{key}=[]'")
+        for key in [k for k in grid if k not in (over_grid or {})]:  # a recipe's axis of a kind the overrides left
+            section, _, name = key.partition(".")
+            kind = (overrides.get(section) or {}).get("kind") if section in ("data", "model") else None
+            cls = section_of(section, {**(raw.get(section) or {}), "kind": kind}) if kind else None
+            if cls is not None and kind != (raw.get(section) or {}).get("kind") and name not in cls.model_fields:
+                del grid[key]
         raw = {**merge(raw, overrides), "grid": grid}
         if raw.get("experiment", self.name) != self.name:
             raise ConfigError(f"experiment = {raw['experiment']!r} does not match the recipe {self.name!r}")
@@ -250,7 +283,8 @@ def _unpack(z: dict[str, np.ndarray]) -> dict[str, Any]:
 
 def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, problem: Problem, opt: Optimizer,
                 tasks, tests, keys, tick: Callable[[int, dict], None], lrs: list[float] | None = None,
-                slot_lrs: list[float] | None = None, losses: tuple[str, ...] = ()) -> list[tuple[Any, History]]:
+                slot_lrs: list[float] | None = None, losses: tuple[str, ...] = (),
+                init_keys=None) -> list[tuple[Any, History]]:
     """:func:`~icldyn.train.loop.train` one grid point with the run directories' guarantees. ``targets``:
     ``(run dir, label, seeds)`` of each run the program trains, owning consecutive slots — one target at
     ``cfg.train.lr``; or one per learning rate of ``lrs`` (the same seeds, sharing their batches); or, with
@@ -307,7 +341,7 @@ def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, pr
                              log_every=cfg.train.log_every, resample_every=cfg.data.resample_every,
                              max_loss=cfg.train.max_loss, on_chunk=on_chunk, snapshot=snapshot, restore=restored,
                              lrs=lrs, slot_lrs=slot_lrs, losses=losses,
-                             dtype=cfg.train.dtype)
+                             dtype=cfg.train.dtype, init_keys=init_keys)
     finally:  # Ctrl-C or an error keeps every logged row
         flush()
     return [take_slots(params, hist, r) for r in rows]
@@ -338,7 +372,8 @@ class Job:
     slot at its rate of ``slot_lrs``); or one per learning rate of ``lrs``, the same seeds sharing their batches
     (:func:`train_point`). ``problem``: the trainer's pure per-seed functions; ``opt``: an optax transformation,
     or task → transformation; ``tasks`` / ``tests``: per-seed task and held-out pytrees stacked on the seed axis
-    (None: the problem needs none); ``keys``: (seeds, 2) training keys. ``arrays(t)`` (optional) gives more
+    (None: the problem needs none); ``keys``: (seeds, 2) training keys; ``init_keys``: (seeds, 2) keys of the
+    initial parameters where they are not drawn from ``keys`` (``data.seed``). ``arrays(t)`` (optional) gives more
     arrays of target ``t`` to save beside its parameters, keyed ``seed<seed>/<name>``."""
 
     cfg: RunConfig
@@ -353,6 +388,7 @@ class Job:
     slot_lrs: list[float] | None = None
     arrays: Callable[[int], dict[str, np.ndarray]] | None = None
     description: str = ""
+    init_keys: Any = None
 
 
 def seed_status(summary: dict[str, Any], seeds: list[int], hist: History) -> dict[str, Any]:
@@ -381,7 +417,7 @@ def run_jobs(rds: list[RunDir], reporter: Reporter, jobs: Iterable[Job]) -> list
         start = time.time()
         trained = train_point([(rds[m], label, seeds) for m, label, seeds in job.targets], job.cfg, job.problem,
                               job.opt, job.tasks, job.tests, job.keys, tick, job.lrs, job.slot_lrs,
-                              losses=get(job.cfg.experiment).losses)
+                              losses=get(job.cfg.experiment).losses, init_keys=job.init_keys)
         summaries = job.summarise(trained, time.time() - start)
         for t, ((m, label, seeds), (params, hist), point) in enumerate(zip(job.targets, trained, summaries)):
             history_rows(rds[m].run_id, label, seeds, hist, rows[m])

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -445,6 +446,19 @@ def locked(path: Path) -> Iterator[None]:
         f.close()
 
 
+def read_metrics(path: Path):
+    """A run's metrics as a long-format DataFrame: metrics.parquet plus the chunks an unfinished run has flushed; a
+    finished run's file missing, changed or unreadable raises RunDamaged (never an empty frame)."""
+    verified(path, "metrics.parquet")
+    files = [path / "metrics.parquet"] if (path / "metrics.parquet").is_file() else []
+    files += sorted((path / "metrics.parts").glob("*.parquet")) if (path / "metrics.parts").is_dir() else []
+    try:
+        tables = [pq.read_table(f) for f in files] or [METRICS_SCHEMA.empty_table()]
+    except Exception as err:  # pyarrow's errors: a file changed since it was checked
+        raise RunDamaged(path.name, "metrics", f"unreadable ({type(err).__name__})") from None
+    return pa.concat_tables(tables).to_pandas()
+
+
 def _lock(path: Path):
     """An exclusive OS lock on ``path/.lock`` (``flock``: released when the process exits, however it exits),
     holding this process's pid; a run directory locked by another process raises StoreError naming it."""
@@ -634,6 +648,17 @@ def query(store: str | Path, sql: str, *, timeout_s: float = QUERY_TIMEOUT_S, me
     return out
 
 
+def _as_subquery(con, sql: str) -> str | None:
+    """A statement DuckDB expands into several (a ``PIVOT`` without an ``IN`` list: its columns are read from the
+    data first) as ``SELECT * FROM (<sql>)``, or None where it is no query: only a query parses as a subquery, so
+    ``COPY (PIVOT …) TO …`` or ``CREATE TABLE … AS PIVOT …`` stay refused, and what runs is the query checked."""
+    wrapped = "SELECT * FROM (\n" + re.sub(r";\s*$", "", sql.strip()) + "\n)"
+    try:
+        return wrapped if len(con.extract_statements(wrapped)) == 1 else None
+    except duckdb.Error:
+        return None
+
+
 class _Unreadable(Exception):
     def __init__(self, run_id: str, why: str):
         self.run_id, self.why = run_id, why
@@ -646,8 +671,11 @@ def _query(root: Path, sql: str, timeout_s: float, memory: str, max_rows: int,
         statements = con.extract_statements(sql)
     except duckdb.Error as err:
         raise StoreError(f"query failed: {str(err).splitlines()[0]}") from None
-    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-        kinds = ", ".join(str(st.type).rsplit(".", 1)[-1] for st in statements)
+    kinds = ", ".join(str(st.type).rsplit(".", 1)[-1] for st in statements)
+    if kinds == "MULTI":  # one statement DuckDB expands into several: a PIVOT query, or no query at all
+        sql, kinds = _as_subquery(con, statements[0].query), "a statement that is not a query"
+    if len(statements) != 1 or not sql or statements[0].type not in (duckdb.StatementType.SELECT,
+                                                                     duckdb.StatementType.MULTI):
         raise StoreError(f"only {QUERY_HELP} is allowed (the store is read-only); got: {kinds}")
     runs = list_runs(root) if root.is_dir() else []
     for r in runs:

@@ -1,4 +1,4 @@
-"""Garg et al.'s function classes as data laws (NeurIPS 2022, arXiv 2208.01066 §2 and Appendix A.2; their
+"""arXiv 2208.01066's function classes as data laws (NeurIPS 2022, arXiv 2208.01066 §2 and Appendix A.2; their
 ``src/tasks.py``), with their curriculum (§3, Appendix A.3).
 
 A prompt is (x₁, f(x₁), …, x_{n+1}, f(x_{n+1})) with x_i ~ N(0, I_d) i.i.d. and one f per prompt, drawn from:
@@ -15,11 +15,11 @@ A prompt is (x₁, f(x₁), …, x_{n+1}, f(x_{n+1})) with x_i ~ N(0, I_d) i.i.d
 =========================== ==================================================================================
 
 The scalings put E f(x)² = d for the regression classes (linear, quadratic, ReLU networks; sparse: ``sparsity``; the
-tree and classification: 1), which is how Garg et al. normalise errors (squared error / d: Figure 2).
+tree and classification: 1), which is how arXiv 2208.01066 normalise errors (squared error / d: Figure 2).
 
 **Curriculum** (Appendix A.3): the active dimensions grow from ``dims_start`` by ``dims_inc`` and the prompt length
 from ``points_start`` by ``points_inc`` every ``curriculum_every`` steps, up to d and n + 1. The prompts keep the full
-shape (coordinates beyond the active ones are zero, as in Garg et al.'s code), and the loss is taken over the first
+shape (coordinates beyond the active ones are zero, as in arXiv 2208.01066's code), and the loss is taken over the first
 ``points`` positions only: with causal attention that is the loss of the shorter prompt, so one compiled program
 serves every stage.
 """
@@ -42,17 +42,17 @@ CLASSES = ("linear_regression", "sparse_linear_regression", "noisy_linear_regres
 class FunctionClass(DataSection):
     """The fields every function class shares: x ~ N(0, I_d), the output scale, and the curriculum."""
 
-    d: int = Field(20, ge=1, le=256, description="covariate dimension d (Garg: n_dims = 20)")
+    d: int = Field(20, ge=1, le=256, description="covariate dimension d (arXiv 2208.01066: n_dims = 20)")
     n: int = Field(40, ge=1, le=100_000, description="context examples n: a prompt has n + 1 points, each predicted "
-                   "(Garg: 41 points)")
-    scale: float = Field(1.0, gt=0.0, description="s: the output scale (Garg's `scale`)")
-    dims_start: int | None = Field(None, ge=1, description="curriculum: active dimensions at step 0 (Garg: 5); "
+                   "(arXiv 2208.01066: 41 points)")
+    scale: float = Field(1.0, gt=0.0, description="s: the output scale (arXiv 2208.01066's `scale`)")
+    dims_start: int | None = Field(None, ge=1, description="curriculum: active dimensions at step 0 (arXiv 2208.01066: 5); "
                                    "none = no dimension curriculum")
     dims_inc: int = Field(1, ge=1, description="curriculum: dimensions added per stage")
-    points_start: int | None = Field(None, ge=1, description="curriculum: points per prompt at step 0 (Garg: 11); "
+    points_start: int | None = Field(None, ge=1, description="curriculum: points per prompt at step 0 (arXiv 2208.01066: 11); "
                                      "none = no length curriculum")
     points_inc: int = Field(2, ge=1, description="curriculum: points added per stage")
-    curriculum_every: int = Field(2000, ge=1, description="curriculum: steps per stage (Garg: 2000)")
+    curriculum_every: int = Field(2000, ge=1, description="curriculum: steps per stage (arXiv 2208.01066: 2000)")
     test_size: int = Field(1000, ge=1, description="prompts in each seed's fixed held-out set (final stage)")
     per_prompt: int = Field(100, ge=2, description="held-out prompts the baselines fitted prompt by prompt "
                             "(scikit-learn's, a trained network) are evaluated on")
@@ -77,7 +77,7 @@ class SparseLinearRegression(FunctionClass):
 
     kind: Literal["sparse_linear_regression"] = Field("sparse_linear_regression",
                                                       description="w with `sparsity` non-zeros, f(x) = s wᵀx")
-    sparsity: int = Field(3, ge=1, description="non-zero coordinates of w (Garg: 3)")
+    sparsity: int = Field(3, ge=1, description="non-zero coordinates of w (arXiv 2208.01066: 3)")
 
     @model_validator(mode="after")
     def _sparse(self):
@@ -112,14 +112,14 @@ class Relu2nnRegression(FunctionClass):
 
     kind: Literal["relu_2nn_regression"] = Field("relu_2nn_regression",
                                                  description="f(x) = s √(2/H) vᵀ ReLU(Ux), a random 2-layer network")
-    hidden: int = Field(100, ge=1, le=4096, description="hidden units H (Garg: 100)")
+    hidden: int = Field(100, ge=1, le=4096, description="hidden units H (arXiv 2208.01066: 100)")
 
 
 class DecisionTree(FunctionClass):
     """A random depth-``depth`` tree on the signs of the coordinates."""
 
     kind: Literal["decision_tree"] = Field("decision_tree", description="a random depth-4 tree on sign(x_c)")
-    depth: int = Field(4, ge=1, le=12, description="tree depth (Garg: 4)")
+    depth: int = Field(4, ge=1, le=12, description="tree depth (arXiv 2208.01066: 4)")
 
 
 KINDS = (LinearRegression, SparseLinearRegression, NoisyLinearRegression, LinearClassification, QuadraticRegression,
@@ -132,7 +132,7 @@ class Stage(NamedTuple):
 
 
 def stage(cfg: FunctionClass, step: jax.Array) -> Stage:
-    """The curriculum's stage at ``step`` (Garg et al.'s ``Curriculum``: start + inc · ⌊step / every⌋, capped)."""
+    """The curriculum's stage at ``step`` (arXiv 2208.01066's ``Curriculum``: start + inc · ⌊step / every⌋, capped)."""
     k = jnp.asarray(step, jnp.int32) // cfg.curriculum_every
     grow = lambda start, inc, end: end if start is None else jnp.minimum(start + inc * k, end)
     return Stage(jnp.asarray(grow(cfg.dims_start, cfg.dims_inc, cfg.d), jnp.int32),
@@ -193,7 +193,7 @@ def _evaluate(cfg: FunctionClass, kf, ke, X, active, dtype) -> jax.Array:
 
 
 def second_moment(cfg: FunctionClass) -> float:
-    """E f(x)² at the final stage: the normaliser of the classes' errors (Garg's squared error / d for the regression
+    """E f(x)² at the final stage: the normaliser of the classes' errors (arXiv 2208.01066's squared error / d for the regression
     classes) — d s² (linear, quadratic, ReLU networks), sparsity · s², d s² + σ² (noisy), 1 (tree, classification)."""
     return {"sparse_linear_regression": cfg.scale**2 * getattr(cfg, "sparsity", 0),
             "noisy_linear_regression": cfg.scale**2 * cfg.d + getattr(cfg, "noise_std", 0.0) ** 2,

@@ -1,5 +1,5 @@
-"""A GPT-2-style decoder on interleaved (x, y) prompts: the model of Garg, Tsipras, Liang, Valiant (NeurIPS 2022,
-arXiv 2208.01066, §2-3; their ``TransformerModel``: a Hugging Face ``GPT2Model`` between a linear read-in and a linear
+"""A GPT-2-style decoder on interleaved (x, y) prompts: the model of *What can transformers learn in-context?*
+(NeurIPS 2022, arXiv 2208.01066, §2-3; their ``TransformerModel``: a Hugging Face ``GPT2Model`` between a linear read-in and a linear
 read-out).
 
 A prompt (x₁, f(x₁), …, x_k, f(x_k)) becomes 2k tokens z ∈ R^d — x_i, then (y_i, 0, …, 0) — read in by a linear map
@@ -26,20 +26,20 @@ from icldyn.config import ModelSection, RunConfig
 
 Params = dict[str, Any]
 
-SIZES = {"tiny": (64, 3, 2), "small": (128, 6, 4), "standard": (256, 12, 8)}  # n_embd, n_layer, n_head (Garg §3)
+SIZES = {"tiny": (64, 3, 2), "small": (128, 6, 4), "standard": (256, 12, 8)}  # n_embd, n_layer, n_head (arXiv 2208.01066 §3)
 LN_EPS = 1e-5  # GPT2Config.layer_norm_epsilon
 INIT_STD = 0.02  # GPT2Config.initializer_range
 
 
 class GPTModel(ModelSection):
-    """Garg et al.'s GPT-2 decoder (arXiv 2208.01066 §3), sized by ``size`` or explicit dimensions."""
+    """arXiv 2208.01066's GPT-2 decoder (arXiv 2208.01066 §3), sized by ``size`` or explicit dimensions."""
 
     kind: Literal["gpt"] = Field("gpt", description="GPT-2-style decoder on interleaved (x, y) tokens (arXiv 2208.01066)")
     data_kinds: ClassVar[tuple[str, ...]] = (
         "linear_regression", "sparse_linear_regression", "noisy_linear_regression", "linear_classification",
         "quadratic_regression", "relu_2nn_regression", "decision_tree", "prompts", "laws")
     size: Literal["tiny", "small", "standard"] = Field(
-        "tiny", description="Garg et al.'s sizes (n_embd / layers / heads): tiny 64/3/2, small 128/6/4, standard 256/12/8")
+        "tiny", description="arXiv 2208.01066's sizes (n_embd / layers / heads): tiny 64/3/2, small 128/6/4, standard 256/12/8")
     n_embd: int | None = Field(None, ge=1, le=4096, description="embedding width E (overrides size)")
     n_layer: int | None = Field(None, ge=1, le=64, description="GPT-2 blocks (overrides size)")
     n_head: int | None = Field(None, ge=1, le=64, description="attention heads; must divide n_embd (overrides size)")
@@ -84,7 +84,7 @@ def init(key: jax.Array, d: int, n_points: int, n_embd: int, n_layer: int, n_hea
 
 
 def combine(xs: jax.Array, ys: jax.Array) -> jax.Array:
-    """(b, k, d) and (b, k) → the (b, 2k, d) token sequence x₁, (y₁, 0…0), x₂, … (Garg et al.'s ``_combine``)."""
+    """(b, k, d) and (b, k) → the (b, 2k, d) token sequence x₁, (y₁, 0…0), x₂, … (arXiv 2208.01066's ``_combine``)."""
     y_tok = jnp.zeros_like(xs).at[..., 0].set(ys)
     return jnp.stack([xs, y_tok], axis=2).reshape(xs.shape[0], 2 * xs.shape[1], xs.shape[2])
 
@@ -129,7 +129,7 @@ _HF_BLOCK = {  # our name -> (HF state-dict name inside block i, transpose)
 
 
 def from_state_dict(state: dict[str, Any], dtype=jnp.float32) -> Params:
-    """Parameters from a PyTorch state dict of Garg et al.'s ``TransformerModel`` (keys ``_read_in.*``,
+    """Parameters from a PyTorch state dict of arXiv 2208.01066's ``TransformerModel`` (keys ``_read_in.*``,
     ``_backbone.*`` — a ``GPT2Model`` —, ``_read_out.*``; tensors or arrays). The head count is not in the weights:
     pass the model's to :func:`predict`. HF's Conv1D stores (in, out) as we do; ``nn.Linear`` stores (out, in) and
     is transposed."""

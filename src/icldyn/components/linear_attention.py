@@ -292,9 +292,10 @@ def gdpp_error(As: jax.Array, Bs: jax.Array, S: jax.Array, h: jax.Array, xq: jax
 
 def resolve_sampler(cfg: RunConfig, form: str) -> str:
     """Which sampler draws the training prompts: ``kernel`` (C) or ``jax`` (its pure-JAX twin, the same draws).
-    ``auto`` takes the C sampler exactly when the model runs the kernel forward."""
+    ``auto`` takes the C sampler exactly when the model runs the kernel forward and w is Gaussian (the C sampler
+    draws no other law)."""
     if cfg.data.sampler == "auto":
-        return "kernel" if form == "kernel" else "jax"
+        return "kernel" if form == "kernel" and getattr(cfg.data, "w_law", "gaussian") == "gaussian" else "jax"
     return cfg.data.sampler
 
 

@@ -6,37 +6,85 @@ covariates every Gaussian law shares (arXiv 2306.00297 §2 and the official Line
     \\qquad Z_0 = \\begin{bmatrix} x^{(1)} & \\cdots & x^{(n)} & x^{(n+1)} \\\\
                                    y^{(1)} & \\cdots & y^{(n)} & 0 \\end{bmatrix}
 
-with Ω_w = I_d (Theorem 1 of arXiv 2306.00297) or Ω_w = Σ⁻¹ (its Theorems 3-4 and experiments). Held-out prompts
+with Ω_w = I_d (Theorem 1 of arXiv 2306.00297), Ω_w = Σ⁻¹ (its Theorems 3-4 and experiments) or a given Ω_w, and
+w = Ω_w^½ g with g Gaussian, Laplace or sparse (:class:`WLaw`). Held-out prompts
 follow one key convention (:data:`TEST_KEY`, :data:`VAL_KEY`, :func:`held_out`): the official code's test and
 validation seeds, folded into each seed's key.
 """
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from icldyn.config import DataSection, PositiveList
+
+
+def _read_matrix(v: Any) -> Any:
+    """A matrix field given as a ``.npy`` path: read now, so the run's config.toml holds the matrix itself."""
+    if not isinstance(v, str):
+        return v
+    try:
+        a = np.load(v, allow_pickle=False)
+    except FileNotFoundError:
+        raise ValueError(f"file {v!r} does not exist") from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"file {v!r} is not a readable .npy array ({str(err).splitlines()[0][:80]})") from None
+    if a.ndim != 2 or not np.issubdtype(a.dtype, np.number):
+        raise ValueError(f"file {v!r} holds a {a.dtype} array of shape {a.shape}: must be a square matrix of floats")
+    return a.astype(np.float64).tolist()
+
+
+def _spd(v: list[list[float]] | None) -> list[list[float]] | None:
+    """Symmetric positive definite (within float rounding), or one line saying how it is not."""
+    if v is None:
+        return v
+    if len({len(r) for r in v}) != 1 or len(v) != len(v[0]):
+        raise ValueError(f"must be a square matrix, got rows of lengths {[len(r) for r in v][:8]}")
+    a = np.asarray(v, np.float64)
+    asym = float(np.max(np.abs(a - a.T)))
+    if asym > 1e-9 * max(1.0, float(np.max(np.abs(a)))):
+        raise ValueError(f"must be symmetric positive definite: max |Σ − Σᵀ| = {asym:.3g}")
+    lam = np.linalg.eigvalsh((a + a.T) / 2)
+    if lam[0] <= 1e-12 * max(lam[-1], 1e-300):
+        raise ValueError(f"must be symmetric positive definite: its smallest eigenvalue is {lam[0]:.3g} "
+                         f"(largest {lam[-1]:.3g})")
+    return v
+
+
+# a d×d symmetric positive-definite matrix, inline or from a .npy file (read at validation); None: unset
+Matrix = Annotated[list[list[float]] | None, BeforeValidator(_read_matrix), AfterValidator(_spd)]
+MATRIX = {"allowed": "a d×d symmetric positive-definite matrix [[…], …] or a .npy file's path"}
 
 
 class GaussianCovariates(DataSection):
     """Covariates x ~ N(0, Σ) and label noise: the fields of every Gaussian law (the prompts here, the
     fixed-regression law of :mod:`icldyn.components.regression`)."""
 
-    covariance: Literal["identity", "eigenvalues", "condition", "official"] = Field(
+    covariance: Literal["identity", "eigenvalues", "condition", "official", "matrix"] = Field(
         "identity",
-        description="Σ: identity; `eigenvalues` (with a seeded random rotation); `condition` "
-        "(eigenvalues geometric from 1 to 1/condition_number, rotated); `official` "
-        "(the official code's eigenvalues {1, 1, 1/4, 1/16, 1}, d = 5, new rotation per seed)",
+        description="Σ: identity; `eigenvalues` (data.eigenvalues); `condition` "
+        "(eigenvalues geometric from 1 to 1/condition_number); `official` "
+        "(the official code's eigenvalues {1, 1, 1/4, 1/16, 1}, d = 5); each rotated by a seeded random rotation, "
+        "new per seed, unless data.rotate = false; `matrix`: Σ given (data.covariance_matrix)",
     )
     eigenvalues: PositiveList = Field(None, description="eigenvalues of Σ (covariance = eigenvalues)")
     condition_number: float = Field(16.0, ge=1.0, description="κ(Σ) for covariance = condition")
+    rotate: bool = Field(True, description="covariance = eigenvalues, condition, official: Σ = U diag(λ) Uᵀ with a "
+                         "random rotation U drawn from the seed; false: Σ = diag(λ), axis-aligned")
+    covariance_matrix: Matrix = Field(None, description="covariance = matrix: Σ itself, d×d symmetric positive "
+                                      "definite, inline or a .npy file's path (read when the config is validated: the "
+                                      "run's config.toml holds the matrix)", json_schema_extra=MATRIX)
     noise_std: float = Field(0.0, ge=0.0, description="label noise σ: y = wᵀx + σ ε (regression: Ω = σ² I_p)")
 
+    depends: ClassVar[dict[str, tuple[str, tuple[str, ...]]]] = {
+        "eigenvalues": ("covariance", ("eigenvalues",)), "condition_number": ("covariance", ("condition",)),
+        "rotate": ("covariance", ("eigenvalues", "condition", "official")),
+        "covariance_matrix": ("covariance", ("matrix",))}
 
     @model_validator(mode="after")
     def _covariance(self) -> GaussianCovariates:
@@ -47,32 +95,67 @@ class GaussianCovariates(DataSection):
                 raise ValueError(f"data.eigenvalues has {len(self.eigenvalues)} entries but data.d = {self.d}")
         if self.covariance == "official" and self.d != 5:
             raise ValueError(f"data.covariance = 'official' is defined for d = 5 only, got data.d = {self.d}")
-        if self.eigenvalues is not None and self.covariance != "eigenvalues":
-            raise ValueError(f"data.eigenvalues applies to data.covariance = 'eigenvalues' only, not "
-                             f"{self.covariance!r}")
-        if self.condition_number != 16.0 and self.covariance != "condition":
-            raise ValueError(f"data.condition_number applies to data.covariance = 'condition' only, not "
-                             f"{self.covariance!r}")
+        if self.covariance == "matrix":
+            _check_matrix("covariance_matrix", self.covariance_matrix, self.d, "data.covariance = 'matrix'")
         return self
 
 
+def _check_matrix(field: str, m: list[list[float]] | None, d: int, mode: str) -> None:
+    if m is None:
+        raise ValueError(f"{mode} needs data.{field} (a d×d symmetric positive-definite matrix, or a .npy path)")
+    if len(m) != d:
+        raise ValueError(f"data.{field} is {len(m)}×{len(m)} but data.d = {d}; set data.d = {len(m)}")
+
+
 class PromptsData(GaussianCovariates):
-    """A fresh task w ~ N(0, Ω_w) per prompt, n examples and a query (arXiv 2306.00297 §2)."""
+    """A fresh task w = Ω_w^½ g per prompt (g ~ N(0, I_d), or Laplace or sparse coordinates of unit variance), n
+    examples and a query (arXiv 2306.00297 §2)."""
 
     kind: Literal["prompts"] = Field("prompts", description="a fresh task w ~ N(0, Ω_w) per prompt, n examples + a "
                                      "query")
-    w_prior: Literal["identity", "inverse_covariance"] = Field(
+    w_prior: Literal["identity", "inverse_covariance", "matrix"] = Field(
         "inverse_covariance",
-        description="task prior: w ~ N(0, I_d) (Thm 1) or w ~ N(0, Σ⁻¹) (Thms 3-4, the paper's experiments)",
+        description="the task covariance Ω_w = E[wwᵀ]: I_d (Thm 1), Σ⁻¹ (Thms 3-4, the paper's experiments) or "
+        "`matrix` (data.w_covariance)",
     )
+    w_covariance: Matrix = Field(None, description="w_prior = matrix: Ω_w, d×d symmetric positive definite, inline or "
+                                 "a .npy file's path (as data.covariance_matrix)", json_schema_extra=MATRIX)
+    w_law: Literal["gaussian", "laplace", "sparse"] = Field(
+        "gaussian", description="the law of g in w = Ω_w^½ g: N(0, I_d); i.i.d. Laplace coordinates of variance 1; "
+        "sparse: w_sparsity of the d coordinates (uniformly chosen per prompt) N(0, d/w_sparsity), the rest 0 — "
+        "E[ggᵀ] = I_d each way. Outside Gaussian w the theorems' assumptions are not met (the report says so)")
+    w_sparsity: int | None = Field(None, ge=1, le=256, description="w_law = sparse: the nonzero coordinates of g")
+    seed: int | None = Field(None, ge=0, description="first data seed: seed i of the run draws Σ's rotation, its "
+                             "held-out sets and its training prompts from data.seed + i, its initial parameters "
+                             "from seed + i; unset: the run's seed")
     test_size: int = Field(20_000, ge=1, description="prompts in the fixed held-out test set of each seed")
     sampler: Literal["auto", "jax", "kernel"] = Field(
         "auto",
         description="training prompts of the linear transformer, the same draws either way (Philox4x32-10, "
         "Box–Muller): kernel (C, CPU: drawn straight into moments for the moment forms, into prompt matrices for the "
-        "column forms); jax (its jax.numpy twin, any backend); auto: "
-        "kernel when the model runs the kernel forward",
+        "column forms; Gaussian w only); jax (its jax.numpy twin, any backend); auto: "
+        "kernel when the model runs the kernel forward and w is Gaussian",
     )
+
+    depends: ClassVar[dict[str, tuple[str, tuple[str, ...]]]] = {
+        **GaussianCovariates.depends, "w_covariance": ("w_prior", ("matrix",)), "w_sparsity": ("w_law", ("sparse",))}
+
+    @model_validator(mode="after")
+    def _prior(self) -> PromptsData:
+        if self.w_prior == "matrix":
+            _check_matrix("w_covariance", self.w_covariance, self.d, "data.w_prior = 'matrix'")
+        if self.w_law == "sparse" and (self.w_sparsity is None or self.w_sparsity > self.d):
+            raise ValueError(f"data.w_law = 'sparse' needs data.w_sparsity, the nonzero coordinates: 1 … data.d = "
+                             f"{self.d}, got {self.w_sparsity}")
+        if self.w_law != "gaussian" and self.sampler == "kernel":
+            raise ValueError(f"data.sampler = 'kernel' draws Gaussian w only, not data.w_law = {self.w_law!r}; "
+                             "allowed: 'auto', 'jax'")
+        return self
+
+
+def data_seeds(cfg: PromptsData, seeds: list[int]) -> list[int]:
+    """The data seed of each of a run's seeds (``data.seed``: its own first seed; unset: the run's seeds)."""
+    return list(seeds) if cfg.seed is None else [cfg.seed + i for i in range(len(seeds))]
 
 
 OFFICIAL_SQRT_EIGS = (1.0, 1.0, 0.5, 0.25, 1.0)  # D in x = U D g (official code); Σ = U D² Uᵀ
@@ -102,6 +185,8 @@ def random_rotation(d: int, seed: int) -> np.ndarray:
 
 
 def covariance_eigenvalues(cfg: GaussianCovariates) -> np.ndarray:
+    if cfg.covariance == "matrix":
+        return np.linalg.eigvalsh(np.asarray(cfg.covariance_matrix, np.float64))[::-1]
     if cfg.covariance == "identity":
         return np.ones(cfg.d)
     if cfg.covariance == "eigenvalues":
@@ -112,9 +197,13 @@ def covariance_eigenvalues(cfg: GaussianCovariates) -> np.ndarray:
 
 
 def make_covariance(cfg: GaussianCovariates, seed: int) -> np.ndarray:
-    """Σ = U diag(λ) Uᵀ with a rotation U drawn from ``seed`` (identity needs none), float64."""
+    """Σ = U diag(λ) Uᵀ with a rotation U drawn from ``seed`` (identity and ``rotate = false`` need none; a given
+    matrix is Σ itself), float64."""
+    if cfg.covariance == "matrix":
+        a = np.asarray(cfg.covariance_matrix, np.float64)
+        return (a + a.T) / 2
     lam = covariance_eigenvalues(cfg)
-    if cfg.covariance == "identity":
+    if cfg.covariance == "identity" or not cfg.rotate:
         return np.diag(lam)
     U = random_rotation(cfg.d, seed)
     return (U * lam) @ U.T
@@ -128,7 +217,10 @@ def sym_sqrt(S: np.ndarray, power: float = 0.5) -> np.ndarray:
 
 def make_task(cfg: PromptsData, seed: int) -> GaussianTask:
     sigma = make_covariance(cfg, seed)
-    w_sqrt = np.eye(cfg.d) if cfg.w_prior == "identity" else sym_sqrt(sigma, -0.5)
+    if cfg.w_prior == "matrix":
+        w_sqrt = sym_sqrt(np.asarray(cfg.w_covariance, np.float64))
+    else:
+        w_sqrt = np.eye(cfg.d) if cfg.w_prior == "identity" else sym_sqrt(sigma, -0.5)
     return GaussianTask(sigma, sym_sqrt(sigma), w_sqrt, np.asarray(cfg.noise_std))
 
 
@@ -138,13 +230,40 @@ def w_covariance(task: GaussianTask) -> np.ndarray:
     return W @ W.T
 
 
-def sample_prompts(task: GaussianTask, *, key: jax.Array, batch: int, n: int) -> Prompts:
-    """``batch`` prompts of n context examples and one query, each with its own task vector w."""
+class WLaw(NamedTuple):
+    """How g in w = Ω_w^½ g is drawn (static: part of the compiled program, not of the task pytree)."""
+
+    name: str = "gaussian"  # gaussian, laplace or sparse (data.w_law)
+    k: int | None = None  # sparse: the nonzero coordinates (data.w_sparsity)
+
+
+GAUSSIAN = WLaw()
+
+
+def w_law(cfg: PromptsData) -> WLaw:
+    return WLaw(cfg.w_law, cfg.w_sparsity)
+
+
+def draw_g(key: jax.Array, batch: int, d: int, dtype, law: WLaw = GAUSSIAN) -> jax.Array:
+    """(batch, d) draws of g, E[ggᵀ] = I_d: standard normal; i.i.d. Laplace of scale 1/√2; or ``law.k`` coordinates
+    (a uniform subset per row) N(0, d/k) and the rest 0."""
+    if law.name == "laplace":
+        return jax.random.laplace(key, (batch, d), dtype) * jnp.sqrt(jnp.asarray(0.5, dtype))
+    if law.name == "sparse":
+        kg, ks = jax.random.split(key)
+        ranks = jnp.argsort(jnp.argsort(jax.random.uniform(ks, (batch, d)), axis=1), axis=1)
+        g = jax.random.normal(kg, (batch, d), dtype) * jnp.sqrt(jnp.asarray(d / law.k, dtype))
+        return jnp.where(ranks < law.k, g, jnp.zeros_like(g))
+    return jax.random.normal(key, (batch, d), dtype)
+
+
+def sample_prompts(task: GaussianTask, *, key: jax.Array, batch: int, n: int, law: WLaw = GAUSSIAN) -> Prompts:
+    """``batch`` prompts of n context examples and one query, each with its own task vector w (``law``: g's)."""
     kx, kw, ke = jax.random.split(key, 3)
     dtype = task.sigma.dtype
     d = task.sigma.shape[0]
     X = jax.random.normal(kx, (batch, n + 1, d), dtype) @ task.sigma_sqrt  # (b, n+1, d)
-    w = jax.random.normal(kw, (batch, d), dtype) @ task.w_sqrt.T  # (b, d)
+    w = draw_g(kw, batch, d, dtype, law) @ task.w_sqrt.T  # (b, d)
     y = jnp.einsum("bid,bd->bi", X, w) + task.noise_std * jax.random.normal(ke, (batch, n + 1), dtype)
     return Prompts(X, y)
 
@@ -200,15 +319,18 @@ def philox_normals(bits: jax.Array, batch: int, count: int, dtype) -> jax.Array:
     return jnp.stack([g0, g1, g2, g3], axis=-1).reshape(batch, 4 * groups)[:, :count]
 
 
-def sample_prompts_philox(task: GaussianTask, *, key: jax.Array, batch: int, n: int) -> Prompts:
+def sample_prompts_philox(task: GaussianTask, *, key: jax.Array, batch: int, n: int,
+                          law: WLaw = GAUSSIAN) -> Prompts:
     """The law of :func:`sample_prompts` drawn from the C sampler's stream (``kernel.sample_moments``): for the
     same key, the very same prompts on every path (kernel or pure JAX, CPU or GPU), to rounding. Per prompt the
-    normals are w's d, then (x_i's d, ε_i) for i = 1…n+1."""
+    normals are w's d, then (x_i's d, ε_i) for i = 1…n+1; a non-Gaussian ``law`` draws g from the key's fold 1
+    instead of the stream's first d (which the C sampler cannot follow)."""
     dtype = task.sigma.dtype
     d = task.sigma.shape[0]
     bits = jax.random.bits(key, (2,), jnp.uint32)
     G = philox_normals(bits, batch, d + (n + 1) * (d + 1), dtype)
-    w = G[:, :d] @ task.w_sqrt.T  # (b, d)
+    g = G[:, :d] if law == GAUSSIAN else draw_g(jax.random.fold_in(key, 1), batch, d, dtype, law)
+    w = g @ task.w_sqrt.T  # (b, d)
     ex = G[:, d:].reshape(batch, n + 1, d + 1)
     X = ex[..., :d] @ task.sigma_sqrt.T  # (b, n+1, d)
     y = jnp.einsum("bid,bd->bi", X, w) + task.noise_std * ex[..., d]
@@ -230,6 +352,7 @@ def held_out_key(seed: int, which: int) -> jax.Array:
 
 
 def held_out(cfg: PromptsData, task: GaussianTask, seed: int, which: int, dtype) -> Prompts:
-    """A seed's fixed held-out prompts (``which``: TEST_KEY or VAL_KEY), ``cfg.test_size`` of them."""
+    """A seed's fixed held-out prompts (``which``: TEST_KEY or VAL_KEY), ``cfg.test_size`` of them (``seed``: its
+    data seed, :func:`data_seeds`)."""
     t = jax.tree.map(lambda a: jnp.asarray(a, dtype), task)
-    return sample_prompts(t, key=held_out_key(seed, which), batch=cfg.test_size, n=cfg.n)
+    return sample_prompts(t, key=held_out_key(seed, which), batch=cfg.test_size, n=cfg.n, law=w_law(cfg))

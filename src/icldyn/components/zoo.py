@@ -1,4 +1,4 @@
-"""The baseline zoo of Garg et al. (NeurIPS 2022, arXiv 2208.01066 §3-4; their ``src/models.py``), evaluated at every
+"""The baseline zoo of arXiv 2208.01066 (NeurIPS 2022, arXiv 2208.01066 §3-4; their ``src/models.py``), evaluated at every
 prefix of a prompt: for prompts X (b, m, d), y (b, m), each algorithm returns (b, m) predictions, the i-th made
 from the points before it, (x_j, y_j)_{j<i}, at x_i (ŷ₀ = 0: nothing seen). That is exactly what a causal
 transformer's i-th output sees, so every curve of a figure is on the same prompts and the same footing.
@@ -6,7 +6,7 @@ transformer's i-th output sees, so every curve of a figure is on the same prompt
 Vectorised in ``jax.numpy`` over prompts and prefixes: least squares (minimum norm), ridge (the posterior mean under
 w ~ N(0, I) with noise σ² at λ = σ²), k-nearest neighbours, averaging, gradient descent and preconditioned GD with
 steps tuned per prefix, and a two-layer ReLU network trained by Adam. Lasso, greedy trees and gradient-boosted trees
-call scikit-learn (the ``trees`` extra) prompt by prompt, as Garg et al. do.
+call scikit-learn (the ``trees`` extra) prompt by prompt, as arXiv 2208.01066 do.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import optax
 from icldyn.errors import ConfigError
 
 Algorithm = Callable[[jax.Array, jax.Array], jax.Array]  # (X (b, m, d), y (b, m)) -> (b, m)
-LASSO_ALPHAS = (1.0, 0.1, 0.01, 0.001, 0.0001)  # Garg et al.'s grid
+LASSO_ALPHAS = (1.0, 0.1, 0.01, 0.001, 0.0001)  # arXiv 2208.01066's grid
 
 
 def _prefix_stats(X: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -56,14 +56,14 @@ def ridge(X: jax.Array, y: jax.Array, lam: float) -> jax.Array:
 
 
 def averaging(X: jax.Array, y: jax.Array) -> jax.Array:
-    """ŵ_i = (1/(i−1)) Σ_{j<i} y_j x_j (Garg et al.'s ``AveragingModel``)."""
+    """ŵ_i = (1/(i−1)) Σ_{j<i} y_j x_j (arXiv 2208.01066's ``AveragingModel``)."""
     _, h = _prefix_stats(X, y)
     count = jnp.maximum(jnp.arange(X.shape[1]), 1).astype(X.dtype)
     return jnp.einsum("bmd,bmd->bm", X, h) / count
 
 
 def nearest_neighbours(X: jax.Array, y: jax.Array, k: int = 3) -> jax.Array:
-    """The mean label of the min(k, i−1) nearest earlier points (Euclidean; Garg et al.'s ``NNModel``, k = 3)."""
+    """The mean label of the min(k, i−1) nearest earlier points (Euclidean; arXiv 2208.01066's ``NNModel``, k = 3)."""
     m = X.shape[1]
     dist = jnp.sum(jnp.square(X[:, :, None, :] - X[:, None, :, :]), -1)  # (b, m, m)
     earlier = _mask(m, bool).astype(bool)
@@ -89,8 +89,8 @@ def gradient_descent(X: jax.Array, y: jax.Array, eta: jax.Array, steps: int = 1,
 
 def tuned_step(X_val: jax.Array, y_val: jax.Array, steps: int = 1, P: jax.Array | None = None,
                grid: np.ndarray | None = None) -> jax.Array:
-    """GD's step per position, the best of a log grid on held-out prompts (the zoo tunes each algorithm, as Garg et
-    al. tune Lasso's α): (m,)."""
+    """GD's step per position, the best of a log grid on held-out prompts (the zoo tunes each algorithm, as arXiv
+    2208.01066 tunes Lasso's α): (m,)."""
     grid = np.geomspace(1e-3, 2.0, 40) if grid is None else grid
     errs = jnp.stack([jnp.mean(jnp.square(gradient_descent(X_val, y_val, e, steps, P) - y_val), 0) for e in grid])
     return jnp.asarray(grid, X_val.dtype)[jnp.argmin(jnp.nan_to_num(errs, nan=jnp.inf), axis=0)]
@@ -99,7 +99,7 @@ def tuned_step(X_val: jax.Array, y_val: jax.Array, steps: int = 1, P: jax.Array 
 def two_layer_network(X: jax.Array, y: jax.Array, key: jax.Array, hidden: int = 100, steps: int = 100,
                       lr: float = 5e-3) -> jax.Array:
     """A two-layer ReLU network trained by ``steps`` of full-batch Adam on each prefix from PyTorch's default
-    initialisation, predicting at x_i (Garg et al.'s ``GDModel`` for the ReLU-network class: hidden 100, Adam 5·10⁻³,
+    initialisation, predicting at x_i (arXiv 2208.01066's ``GDModel`` for the ReLU-network class: hidden 100, Adam 5·10⁻³,
     100 steps; their batch of 100 is the whole prefix for prompts of ≤ 100 points)."""
     b, m, d = X.shape
     M = _mask(m, X.dtype)
@@ -150,7 +150,7 @@ def _per_prefix(X, y, make, min_points: int = 1) -> np.ndarray:
 
 
 def lasso(X, y, alpha: float) -> np.ndarray:
-    """Lasso, (1/2i)‖y − Xw‖² + α‖w‖₁, no intercept (Garg et al.'s ``LassoModel``; scikit-learn)."""
+    """Lasso, (1/2i)‖y − Xw‖² + α‖w‖₁, no intercept (arXiv 2208.01066's ``LassoModel``; scikit-learn)."""
     _sklearn("Lasso")
     import warnings
 
@@ -163,7 +163,7 @@ def lasso(X, y, alpha: float) -> np.ndarray:
 
 
 def decision_tree(X, y, max_depth: int | None = 4) -> np.ndarray:
-    """A greedy regression tree (CART; Garg et al.'s ``DecisionTreeModel``, depth 4 and unbounded)."""
+    """A greedy regression tree (CART; arXiv 2208.01066's ``DecisionTreeModel``, depth 4 and unbounded)."""
     _sklearn("decision-tree")
     from sklearn.tree import DecisionTreeRegressor
 
@@ -171,7 +171,7 @@ def decision_tree(X, y, max_depth: int | None = 4) -> np.ndarray:
 
 
 def boosted_trees(X, y) -> np.ndarray:
-    """Gradient-boosted trees with XGBoost's defaults (100 trees of depth 6, learning rate 0.3; Garg et al.'s
+    """Gradient-boosted trees with XGBoost's defaults (100 trees of depth 6, learning rate 0.3; arXiv 2208.01066's
     ``XGBoostModel``), fitted by scikit-learn's ``GradientBoostingRegressor`` — XGBoost itself installs ~480 MB
     (its NCCL) for the same greedy boosting."""
     _sklearn("gradient-boosted-trees")

@@ -182,18 +182,20 @@ def learning_rates(opt_state: PyTree) -> list[jax.Array]:
 
 
 def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array,
-                lrs: list[float] | None = None, slot_lrs: list[float] | None = None) -> TrainState:
+                lrs: list[float] | None = None, slot_lrs: list[float] | None = None,
+                init_keys: jax.Array | None = None) -> TrainState:
     """Every seed's initial state; with ``lrs``, params and optimiser state repeated once per learning rate
     (slot ``g · seeds + s``), the rate written into the optimiser state; with ``slot_lrs``, one rate per seed
-    written into its state."""
-    def init(task, key):
-        k_init, k_batch, k_loop = jax.random.split(key, 3)
-        params = problem.init(task, k_init)
+    written into its state. ``init_keys``: the initial parameters' keys, apart from the data's ``keys`` (the
+    parameters are drawn from ``init_keys`` as they would be from ``keys``)."""
+    def init(task, key, init_key):
+        _, k_batch, k_loop = jax.random.split(key, 3)
+        params = problem.init(task, jax.random.split(init_key, 3)[0])  # init_key = key: split(key, 3)[0]
         step = jnp.zeros((), jnp.int32)
         return TrainState(params, _opt_for(opt, task).init(params), _sampler(problem, step)(task, k_batch), k_loop,
                           step)
 
-    state = jax.jit(over_seeds(init, problem.seed_map))(tasks, keys)
+    state = jax.jit(over_seeds(init, problem.seed_map))(tasks, keys, keys if init_keys is None else init_keys)
     if slot_lrs is not None:
         return state._replace(opt_state=set_learning_rates(state.opt_state, np.asarray(slot_lrs)))
     if lrs is None:
@@ -223,7 +225,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
           snapshot: Callable[[dict[str, Any]], None] | None = None,
           restore: dict[str, Any] | None = None, lrs: list[float] | None = None,
           slot_lrs: list[float] | None = None, losses: tuple[str, ...] = (),
-          dtype: str | None = None) -> tuple[PyTree, History]:
+          dtype: str | None = None, init_keys: jax.Array | None = None) -> tuple[PyTree, History]:
     """Train every seed (leading axis of ``tasks``, ``tests``, ``keys``) in one compiled program.
 
     ``lrs``: a learning-rate axis — every seed trained at each rate in the same program, the rates sharing
@@ -240,14 +242,15 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     parameters' leaves, the history, the steps done); ``restore`` is such a snapshot to continue from:
     the remaining chunks are the same programs on the same state, so the result is bit-identical to an
     uninterrupted run. ``dtype``: the training precision (``train.dtype``): parameters, batches, tasks and held-out
-    sets are cast to it (:func:`in_dtype`). Returns (final params, history).
+    sets are cast to it (:func:`in_dtype`). ``init_keys``: the initial parameters' keys when they are not the
+    data's (:func:`init_states`). Returns (final params, history).
     """
     if dtype is not None:
         problem, tasks, tests = in_dtype(problem, dtype), cast_floats(tasks, dtype), cast_floats(tests, dtype)
     copies = 1 if lrs is None else len(lrs)
     n_slots = copies * len(keys)
     _check_fits(problem, opt, tasks, tests, keys, copies)
-    state = init_states(problem, opt, tasks, keys, lrs, slot_lrs)
+    state = init_states(problem, opt, tasks, keys, lrs, slot_lrs, init_keys)
     evaluate = jax.jit(evaluate_slots(problem, copies))
     history = History()
 

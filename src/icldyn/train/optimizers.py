@@ -1,4 +1,6 @@
-"""optax optimisers built from a :class:`~icldyn.config.TrainConfig`."""
+"""optax optimisers built from a :class:`~icldyn.config.TrainConfig`: the plain names (adam, adamw, sgd, lbfgs;
+constant, step, cosine), any optax optimiser or schedule by name with its keyword arguments (checked against
+optax's signatures), or an optax object passed from Python."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from icldyn.config import TrainConfig
+from icldyn.config import TrainConfig, mode_of
+from icldyn.errors import ConfigError
+from icldyn.train.specs import NAMED_OPTIMIZERS, PYTHON_OPTIMIZER, optax_optimizers, schedule_kwargs, split
 
 
 def clip_per_matrix(max_norm: float, matrix_ndim: int = 2) -> optax.GradientTransformation:
@@ -69,23 +73,35 @@ def is_learning_rate(state) -> bool:
 
 
 def schedule(cfg: TrainConfig) -> optax.Schedule:
-    """The configured schedule at peak 1 (the peak rate is applied by :func:`learning_rate`)."""
+    """The configured schedule as a factor of the peak rate (the peak rate is applied by :func:`learning_rate`)."""
     if cfg.schedule == "step":
         return optax.exponential_decay(1.0, cfg.decay_every, cfg.decay_factor, staircase=True)
     if cfg.schedule == "cosine":
         return optax.cosine_decay_schedule(1.0, cfg.steps)
-    return optax.constant_schedule(1.0)
+    if cfg.schedule == "constant":
+        return optax.constant_schedule(1.0)
+    fn, kwargs = schedule_kwargs(cfg.schedule, cfg.steps)
+    return fn(**kwargs)
 
 
 def build_optimizer(cfg: TrainConfig, *, lr: float | jax.Array | None = None,
                     precondition: optax.GradientTransformation | None = None) -> optax.GradientTransformation:
     """Clipping (optional), a model's preconditioner (``precondition``, a transformation of the gradient), then
-    adam / adamw / sgd(momentum) / L-BFGS with the configured schedule at peak 1, scaled by the learning rate
-    (``lr``, default
+    the optimiser (adam / adamw / sgd(momentum) / L-BFGS, any optax optimiser by name with its keyword arguments)
+    with the configured schedule as its learning rate, scaled by the peak learning rate (``lr``, default
     ``cfg.lr``) kept in the optimiser state: runs that differ only in it are one compiled program (and one vmapped
-    program on a learning-rate axis)."""
+    program on a learning-rate axis). An optax object (from Python) is used as given, its updates multiplied by
+    the schedule and the rate."""
     sched = schedule(cfg)
-    if cfg.optimizer == "adam":
+    if mode_of(cfg.optimizer) == "object":
+        opt = optax.chain(cfg.optimizer, optax.scale_by_schedule(sched))
+    elif cfg.optimizer == PYTHON_OPTIMIZER:
+        raise ConfigError("train.optimizer was an optax.GradientTransformation passed from Python, which config.toml "
+                          "cannot rebuild: run it again from Python with the object (or give the optimiser by name)")
+    elif not isinstance(cfg.optimizer, str) or cfg.optimizer not in NAMED_OPTIMIZERS:
+        name, kwargs = split(cfg.optimizer)
+        opt = optax_optimizers()[name](learning_rate=sched, **kwargs)
+    elif cfg.optimizer == "adam":
         opt = optax.adam(sched, b1=cfg.b1, b2=cfg.b2)
     elif cfg.optimizer == "adamw":
         opt = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay)

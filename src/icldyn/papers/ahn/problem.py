@@ -17,9 +17,11 @@ from icldyn.components.prompts import (
     VAL_KEY,
     GaussianTask,
     Prompts,
+    data_seeds,
     held_out,
     make_task,
     sample_prompts_philox,
+    w_law,
 )
 from icldyn.config import RunConfig
 from icldyn.train.loop import Problem
@@ -32,8 +34,9 @@ class Setup(NamedTuple):
     tests: object  # prepared held-out sets, stacked over seeds
     test_prompts: list[Prompts]  # per seed, float64 NumPy (for the baselines)
     val_prompts: list[Prompts]
-    keys: jax.Array  # (seeds, 2) training keys
+    keys: jax.Array  # (seeds, 2) training keys (from the data seeds: the batches)
     seeds: list[int]
+    init_keys: jax.Array  # (seeds, 2) the keys of the initial parameters (from the seeds)
 
 
 def structure_metrics(model: LinearTransformer, params, task: GaussianTask) -> dict[str, jax.Array]:
@@ -57,17 +60,22 @@ def _to_numpy(p: Prompts) -> Prompts:
 
 
 def build(cfg: RunConfig) -> Setup:
-    """Everything one grid point needs: per-seed tasks, held-out sets, keys, and the Problem."""
+    """Everything one grid point needs: per-seed tasks, held-out sets, keys, and the Problem. Each seed's data (Σ's
+    rotation, held-out sets, training batches) comes from its data seed (``data.seed``), its initial parameters from
+    the seed itself."""
     dtype = jnp.float64 if cfg.train.dtype == "float64" else jnp.float32
     model = LinearTransformer.from_config(cfg.model, cfg.data.d, cfg.train.threads)
     seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
-    tasks64 = [make_task(cfg.data, s) for s in seeds]
+    dseeds = data_seeds(cfg.data, seeds)
+    tasks64 = [make_task(cfg.data, s) for s in dseeds]
     tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks64)
 
-    tests_raw = [held_out(cfg.data, t, s, TEST_KEY, dtype) for t, s in zip(tasks64, seeds)]
+    tests_raw = [held_out(cfg.data, t, s, TEST_KEY, dtype) for t, s in zip(tasks64, dseeds)]
     tests = jax.tree.map(lambda *xs: jnp.stack(xs), *[model.prepare(p) for p in tests_raw])
-    vals = [_to_numpy(held_out(cfg.data, t, s, VAL_KEY, dtype)) for t, s in zip(tasks64, seeds)]
-    keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
+    vals = [_to_numpy(held_out(cfg.data, t, s, VAL_KEY, dtype)) for t, s in zip(tasks64, dseeds)]
+    key_of = lambda s: jax.random.fold_in(jax.random.PRNGKey(s), 0)  # noqa: E731
+    keys, init_keys = jnp.stack([key_of(s) for s in dseeds]), jnp.stack([key_of(s) for s in seeds])
+    law = w_law(cfg.data)
 
     c_sampler = resolve_sampler(cfg, model.form) == "kernel"
 
@@ -77,7 +85,7 @@ def build(cfg: RunConfig) -> Setup:
         if c_sampler:
             return Columns(*kernel.sample_moments(task, key, cfg.train.batch, cfg.data.n, cfg.train.threads,
                                                   columns=True))
-        return model.prepare(sample_prompts_philox(task, key=key, batch=cfg.train.batch, n=cfg.data.n))
+        return model.prepare(sample_prompts_philox(task, key=key, batch=cfg.train.batch, n=cfg.data.n, law=law))
 
     def evaluate(params, task, test):
         return {"test_loss": model.loss(params, test), **structure_metrics(model, params, task)}
@@ -85,7 +93,7 @@ def build(cfg: RunConfig) -> Setup:
     problem = Problem(init=lambda task, key: model.init(key=key, dtype=dtype), sample=sample,
                       loss=model.loss, evaluate=evaluate,
                       seed_map="vmap" if model.form == "kernel" or jax.default_backend() != "cpu" else "map")
-    return Setup(model, problem, tasks, tests, [_to_numpy(p) for p in tests_raw], vals, keys, seeds)
+    return Setup(model, problem, tasks, tests, [_to_numpy(p) for p in tests_raw], vals, keys, seeds, init_keys)
 
 
 def stack(setups: list[Setup]) -> Setup:
@@ -96,4 +104,5 @@ def stack(setups: list[Setup]) -> Setup:
                               tests=jax.tree.map(cat, *(s.tests for s in setups)),
                               test_prompts=[p for s in setups for p in s.test_prompts],
                               val_prompts=[p for s in setups for p in s.val_prompts],
-                              keys=cat(*(s.keys for s in setups)), seeds=[x for s in setups for x in s.seeds])
+                              keys=cat(*(s.keys for s in setups)), seeds=[x for s in setups for x in s.seeds],
+                              init_keys=cat(*(s.init_keys for s in setups)))

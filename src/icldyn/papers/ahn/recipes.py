@@ -129,7 +129,8 @@ def run_group(cfgs: list[RunConfig], rds: list[RunDir], reporter: Reporter) -> l
             name = label or cfg.experiment
             yield Job(cfg=pcfgs[0], targets=[Target(g, label, s.seeds) for g, s in enumerate(setups)],
                       problem=data.problem, opt=build_optimizer(pcfgs[0].train), tasks=data.tasks, tests=data.tests,
-                      keys=data.keys, summarise=summarise, lrs=lrs, slot_lrs=slot_lrs, arrays=arrays,
+                      keys=data.keys, init_keys=data.init_keys, summarise=summarise, lrs=lrs, slot_lrs=slot_lrs,
+                      arrays=arrays,
                       description=name if len(cfgs) == 1 else f"{name} ({len(cfgs)} runs)")
 
     return run_jobs(rds, reporter, jobs())
@@ -143,12 +144,29 @@ def combine(cfg: RunConfig, points: list[AhnPoint], rows: Rows, out: RunDir | No
 
 
 # what a sweep's runs may differ in and still be one program (values of the optimiser state or the seed
-# axis, never a shape): the learning rate, the seeds, and the data law's Σ, task prior and noise
+# axis, never a shape): the learning rate, the seeds, and the data law's Σ, task prior, noise and data seed
 GROUP_FIELDS = ("train.lr", "seed", "seeds", "data.covariance", "data.eigenvalues", "data.condition_number",
-                "data.w_prior", "data.noise_std")
+                "data.rotate", "data.covariance_matrix", "data.w_prior", "data.w_covariance", "data.noise_std",
+                "data.seed")
 THEORY_KEYS = ("optimal_loss", "gd", "pgd", "ols")
+def assumptions(cfg: RunConfig) -> list[str]:
+    """A task prior outside Theorems 1 and 5 (Gaussian w), and what the theory column then is."""
+    d, act = cfg.data, getattr(cfg.model, "activation", "linear")
+    if getattr(d, "w_law", "gaussian") == "gaussian":
+        return []
+    head = f"data.w_law = {d.w_law!r}: Theorems 1 and 5 assume Gaussian w"
+    if act == "linear":  # Ahn et al.'s proof of Theorem 1, read for any prior symmetric under w ↦ −w
+        return [f"{head}; optimal_loss still holds: the one-layer loss depends on w only through Ω_w = E[wwᵀ], and "
+                "for a prior symmetric under w ↦ −w the terms even in w only add to it, so the minimiser is one "
+                "preconditioned GD step, Γ* = Ω_wΣE[hhᵀ]⁻¹"]
+    if act == "relu":
+        return [f"{head}; optimal_loss is the loss at Theorem 5's b₁A = c*·I (exact for any prior with Ω_w = I_d), "
+                "not shown to be the global minimum for this prior"]
+    return [head]
+
+
 RUNNER = {"runner": run, "result": AhnResult, "group_runner": run_group, "group_fields": GROUP_FIELDS,
-          "combine": combine}
+          "combine": combine, "assumptions": assumptions}
 
 
 def _fmt(x: Any) -> str:

@@ -14,7 +14,17 @@ from icldyn import plots
 from icldyn.components import baselines as theory
 from icldyn.components.feature_attention import SoftmaxICL
 from icldyn.components.features import FeaturePrompts
-from icldyn.components.prompts import TEST_KEY, VAL_KEY, Prompts, held_out, make_task, sample_prompts, w_covariance
+from icldyn.components.prompts import (
+    TEST_KEY,
+    VAL_KEY,
+    Prompts,
+    data_seeds,
+    held_out,
+    make_task,
+    sample_prompts,
+    w_covariance,
+    w_law,
+)
 from icldyn.config import RunConfig, with_overrides
 from icldyn.recipe import Job, Point, Recipe, Reporter, Result, Rows, Target, Trained, grid_points, run_jobs
 from icldyn.store import RunDir
@@ -42,21 +52,23 @@ def jobs(cfg: RunConfig, rd: RunDir) -> Iterator[Job]:
         dtype = jnp.float64 if pcfg.train.dtype == "float64" else jnp.float32
         model = SoftmaxICL(d, pcfg.model.train_value)
         seeds = list(range(pcfg.seed, pcfg.seed + pcfg.seeds))
-        tasks64 = [make_task(pcfg.data, s) for s in seeds]
+        dseeds = data_seeds(pcfg.data, seeds)  # the data's seeds (data.seed), the parameters' from the seeds
+        tasks64 = [make_task(pcfg.data, s) for s in dseeds]
         tasks = jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs), dtype), *tasks64)
-        tests_raw = [held_out(pcfg.data, t, s, TEST_KEY, dtype) for t, s in zip(tasks64, seeds)]
+        tests_raw = [held_out(pcfg.data, t, s, TEST_KEY, dtype) for t, s in zip(tasks64, dseeds)]
         tests = jax.tree.map(lambda *xs: jnp.stack(xs), *[as_query_batch(p) for p in tests_raw])
-        keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
+        key_of = lambda s: jax.random.fold_in(jax.random.PRNGKey(s), 0)  # noqa: E731
+        keys, init_keys = jnp.stack([key_of(s) for s in dseeds]), jnp.stack([key_of(s) for s in seeds])
         problem = Problem(
             init=lambda task, key: model.init(key, dtype),
-            sample=lambda task, key, n=n, pcfg=pcfg: as_query_batch(sample_prompts(task, key=key,
-                                                                                   batch=pcfg.train.batch, n=n)),
+            sample=lambda task, key, n=n, pcfg=pcfg: as_query_batch(sample_prompts(
+                task, key=key, batch=pcfg.train.batch, n=n, law=w_law(pcfg.data))),
             loss=model.loss,
             evaluate=lambda params, task, test: {"test_loss": 2.0 * model.loss(params, test),  # Ahn: no ½
                                                  "norm_Q": jnp.linalg.norm(params["Q"])},
             seed_map="vmap")
 
-        def summarise(trained, wall, label=label, pcfg=pcfg, seeds=seeds, tasks64=tasks64, tests_raw=tests_raw):
+        def summarise(trained, wall, label=label, pcfg=pcfg, seeds=dseeds, tasks64=tasks64, tests_raw=tests_raw):
             [(params, hist)] = trained
             per_seed = []
             for i, (seed, task) in enumerate(zip(seeds, tasks64)):
@@ -76,7 +88,7 @@ def jobs(cfg: RunConfig, rd: RunDir) -> Iterator[Job]:
             return [point]
 
         yield Job(cfg=pcfg, targets=[Target(0, label, seeds)], problem=problem, opt=build_optimizer(pcfg.train),
-                  tasks=tasks, tests=tests, keys=keys, summarise=summarise)
+                  tasks=tasks, tests=tests, keys=keys, init_keys=init_keys, summarise=summarise)
 
 
 def run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> Trained:

@@ -1,0 +1,164 @@
+"""Garg et al.'s training step: icldyn's GPT (one compiled chunk of k steps: sampling, forward, backward, Adam) against
+the reference — their ``TransformerModel`` (a Hugging Face GPT2Model between two Linears) in PyTorch with their
+``train_step`` (fresh prompts, forward, MSE at every position, backward, Adam) — side by side in one process.
+
+Set-up of their last curriculum stage: d = 20, 41 points, batch 64, Adam lr 1e-4; sizes tiny (64/3/2) and small
+(128/6/4). One core, one thread each (os.sched_setaffinity, torch.set_num_threads(1), XLA's single-thread flags).
+Equal work is checked first, in float64: the same weights (the reference's state dict loaded by
+``icldyn.components.gpt.from_state_dict``) and the same prompts give the same loss and gradients, and five Adam steps
+the same parameters. Then the two alternate, 5 repeats each; median steps/s and the range, and GFLOP/s from the
+analytic FLOP count against this core's 2048² float32 matmul rate.
+
+Run: python -m benchmarks.garg [--quick]   (writes benchmarks/results/garg.json)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+D, POINTS, BATCH, LR = 20, 41, 64, 1e-4
+
+
+def flops_step(E: int, L: int, H: int, b: int = BATCH, T: int = 2 * POINTS, d: int = D) -> int:
+    """Forward + backward (3× the forward's matmul FLOPs): read-in, per block QKV, attention scores and mix, output
+    projection, the 4E MLP, and the read-out."""
+    per_block = 2 * T * (3 * E * E + E * E + 8 * E * E) + 2 * 2 * T * T * E
+    forward = b * (2 * T * d * E + L * per_block + 2 * POINTS * E)
+    return 3 * forward
+
+
+def _median_spread(xs: list[float]) -> dict:
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+                               " intra_op_parallelism_threads=1").strip()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    import torch
+
+    from icldyn.runtime import setup_jax
+
+    setup_jax()
+    torch.set_num_threads(1)
+    from icldyn.components import gpt
+    from icldyn.components.prompts import Prompts
+    from icldyn.papers.garg.problem import Batch, build
+    from icldyn.plugins import get
+    from icldyn.recipe import flat_params
+    from icldyn.train.loop import init_states, make_chunk
+    from icldyn.train.optimizers import build_optimizer
+    from tests.test_garg import Reference  # Garg et al.'s TransformerModel, defined once (the parity test)
+
+    def cfg_of(size: str, dtype: str = "float32"):
+        return get("garg-linear").config({"data": {"d": D, "n": POINTS - 1, "dims_start": None, "points_start": None,
+                                                   "test_size": 64},
+                                          "model": {"size": size},
+                                          "train": {"batch": BATCH, "lr": LR, "dtype": dtype}})
+
+    out: dict = {"machine": os.uname().nodename, "threads": 1, "rows": []}
+    a = jnp.ones((2048, 2048), jnp.float32)
+    mm = jax.jit(lambda x: x @ x)
+    mm(a).block_until_ready()
+    t = time.perf_counter()
+    for _ in range(3):
+        mm(a).block_until_ready()
+    out["gflops_large_matmul"] = 3 * 2 * 2048**3 / (time.perf_counter() - t) / 1e9
+
+    for size in ("tiny", "small"):
+        E, L, H = gpt.SIZES[size]
+        # -- equal work (float64): same weights, same prompts -> same loss, gradients, and 5 Adam steps
+        torch.manual_seed(0)
+        ref = Reference(D, POINTS, E, L, H).double()
+        cfg = cfg_of(size, "float64")
+        s = build(cfg)
+        params = gpt.from_state_dict(ref.state_dict(), jnp.float64)
+        xs = torch.randn(BATCH, POINTS, D, dtype=torch.float64)
+        w = torch.randn(BATCH, D, 1, dtype=torch.float64)
+        ys = (xs @ w)[:, :, 0]
+        batch = Batch(Prompts(jnp.asarray(xs.numpy()), jnp.asarray(ys.numpy())), jnp.asarray(POINTS, jnp.int32))
+        loss_j, grads_j = jax.value_and_grad(s.problem.loss)(params, batch)
+        loss_t = (ref(xs, ys) - ys).square().mean()
+        ref.zero_grad()
+        loss_t.backward()
+        grads_t = gpt.from_state_dict({k: p.grad for k, p in ref.named_parameters()}, jnp.float64)
+        fj, ft = flat_params(grads_j), flat_params(grads_t)
+        grad_rel = max(float(jnp.max(jnp.abs(fj[k] - ft[k])) / (jnp.max(jnp.abs(ft[k])) + 1e-300)) for k in fj)
+        opt_j = build_optimizer(cfg.train)
+        opt_t = torch.optim.Adam(ref.parameters(), lr=LR)
+        state_j, p_j = opt_j.init(params), params
+        for _ in range(5):
+            g = jax.grad(s.problem.loss)(p_j, batch)
+            upd, state_j = opt_j.update(g, state_j, p_j)
+            p_j = optax.apply_updates(p_j, upd)
+            opt_t.zero_grad()
+            (ref(xs, ys) - ys).square().mean().backward()
+            opt_t.step()
+        fp, fr = flat_params(p_j), flat_params(gpt.from_state_dict(ref.state_dict(), jnp.float64))
+        param_rel = max(float(jnp.max(jnp.abs(fp[k] - fr[k])) / jnp.max(jnp.abs(fr[k]))) for k in fp)
+        equal = {"loss": [float(loss_j), float(loss_t)], "max_rel_grad_diff": grad_rel,
+                 "max_rel_param_diff_after_5_adam_steps": param_rel}
+        print(size, "equal work:", json.dumps(equal), flush=True)
+        assert abs(float(loss_j) - float(loss_t)) <= 1e-10 * abs(float(loss_t)) and grad_rel <= 1e-8, equal
+
+        # -- steps/s, float32, alternating
+        cfg = cfg_of(size)
+        s = build(cfg)
+        opt = build_optimizer(cfg.train)
+        k = 10 if args.quick else (40 if size == "tiny" else 10)
+        chunk = jax.jit(make_chunk(s.problem, opt, k, 1))
+        state = init_states(s.problem, opt, s.tasks, s.keys)
+        t0 = time.perf_counter()
+        state, _ = jax.block_until_ready(chunk(state, s.tasks, s.tests))
+        first = time.perf_counter() - t0
+        ref32 = Reference(D, POINTS, E, L, H)
+        opt32 = torch.optim.Adam(ref32.parameters(), lr=LR)
+
+        def torch_steps():
+            for _ in range(k):
+                xs = torch.randn(BATCH, POINTS, D)
+                ys = (xs @ torch.randn(BATCH, D, 1))[:, :, 0]
+                opt32.zero_grad()
+                loss = (ref32(xs, ys) - ys).square().mean()
+                loss.backward()
+                opt32.step()
+
+        torch_steps()
+        ours, theirs = [], []
+        for _ in range(3 if args.quick else 5):
+            t = time.perf_counter()
+            state, _ = jax.block_until_ready(chunk(state, s.tasks, s.tests))
+            ours.append(k / (time.perf_counter() - t))
+            t = time.perf_counter()
+            torch_steps()
+            theirs.append(k / (time.perf_counter() - t))
+        ratios = [a / b for a, b in zip(ours, theirs)]
+        flops = flops_step(E, L, H)
+        row = {"size": size, "n_embd": E, "layers": L, "heads": H, "equal_work": equal,
+               "icldyn_steps_s": _median_spread(ours), "pytorch_steps_s": _median_spread(theirs),
+               "ratio": _median_spread(ratios), "icldyn_gflops": flops * statistics.median(ours) / 1e9,
+               "pytorch_gflops": flops * statistics.median(theirs) / 1e9, "compile_and_first_chunk_s": first}
+        out["rows"].append(row)
+        print(f"{size}: icldyn {row['icldyn_steps_s']['median']:.2f} steps/s, PyTorch "
+              f"{row['pytorch_steps_s']['median']:.2f} steps/s, ratio {row['ratio']['median']:.2f} "
+              f"({row['ratio']['min']:.2f}–{row['ratio']['max']:.2f}); GFLOP/s {row['icldyn_gflops']:.1f} vs "
+              f"{row['pytorch_gflops']:.1f} (matmul peak {out['gflops_large_matmul']:.1f})", flush=True)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "garg.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
