@@ -169,9 +169,9 @@ class ModelSection(Section):
 
 class Predict(Protocol):
     """``predict(params, prompts) -> ŷ``: the model's prediction at each prompt's query. ``params``: the model's
-    parameters (a run's ``params.npz`` entries of one seed, name → array); ``prompts``: an
-    :class:`icldyn.components.prompts.Prompts` (X (b, k+1, d), y (b, k+1), the query last, its label unread) of any
-    context length k ≥ 1; ŷ: (b,), the shape of ``prompts.y[:, -1]``. Pure and jit-able."""
+    parameters (a run's ``params.npz`` entries of one seed, name → array, nested where a name holds ``/``);
+    ``prompts``: an :class:`icldyn.components.prompts.Prompts` (X (b, k+1, d), y (b, k+1), the query last, its label
+    unread) of any context length k ≥ 1; ŷ: (b,), the shape of ``prompts.y[:, -1]``. Pure and jit-able."""
 
     def __call__(self, params: dict[str, jax.Array], prompts: Prompts) -> jax.Array: ...
 
