@@ -1,7 +1,8 @@
 """icldyn: training dynamics of attention for in-context regression, held against closed-form theory.
 
 From Python (``docs/python.md``): :func:`run`, :func:`sweep`, :func:`load`, :func:`show`, :func:`compare`,
-:func:`query`, :func:`runs`, :func:`recipes`, :func:`verify`, :func:`check`, :func:`export`, :func:`doctor`, the
+:func:`query`, :func:`runs`, :func:`recipes`, :func:`verify`, :func:`check`, :func:`export`, :func:`doctor`,
+:func:`evaluate` (a finished run on shifted prompts), the
 :class:`Run` and :class:`Sweep` they return, and the errors they raise: :class:`ConfigError` (bad input),
 :class:`StoreError` (a run or store that cannot be used), :class:`RunDamaged` (a run's file missing or changed),
 :class:`RunCrashed` and :class:`RunInterrupted` (a run stopped; it resumes with ``icldyn.run(resume=...)``). The
@@ -25,6 +26,7 @@ from icldyn.api import (  # noqa: E402
     check,
     compare,
     doctor,
+    evaluate,
     export,
     load,
     query,
@@ -49,6 +51,7 @@ __all__ = [
     "check",
     "compare",
     "doctor",
+    "evaluate",
     "export",
     "load",
     "query",

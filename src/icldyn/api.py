@@ -531,6 +531,24 @@ def load(path_or_run_id: str | Path, store: str | Path = "runs") -> Run:
         return Run(path)
 
 
+def evaluate(run: str | Path, shifts: list[str] | None = None, store: str | Path = "runs", prompts: int = 2000,
+             key: int = 0):
+    """A finished run's models on shifted prompts (``icldyn eval``; :mod:`icldyn.components.shifts`: None, every
+    shift) at every prompt length, with the baselines on the same prompts: the new rows as a DataFrame (run_id,
+    point, seed, shift, k, method, error, se), also written into the run's ``shifts.parquet`` with a figure
+    ``figures/shifts.png``. An unknown shift, or a run unfinished, damaged or without parameters, raises one line."""
+    import pandas as pd
+
+    from icldyn.evaluation import evaluate_run
+    from icldyn.runtime import setup_jax
+    from icldyn.store import resolve_run
+
+    path = resolve_run(store, str(run))
+    setup_jax()
+    return pd.DataFrame(evaluate_run(path, shifts, prompts=prompts, key=key),
+                        columns=["run_id", "point", "seed", "shift", "k", "method", "error", "se"])
+
+
 def check(run: str | Path | None = None, store: str | Path = "runs"):
     """Verify the store (every run and sweep record) or one run against the manifests written when each run
     finished (every file's size and SHA-256, each checkpoint's hash): one row each — kind, id, status, problems

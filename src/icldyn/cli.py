@@ -395,7 +395,7 @@ def _export(path: Path, to: str, logdir: Path | None, console: Console | None = 
 
 
 @app.command()
-def query(sql: str = typer.Argument(..., help="one SELECT over the views metrics, finals, runs and sweeps"),
+def query(sql: str = typer.Argument(..., help="one SELECT over the views metrics, finals, runs, sweeps and shifts"),
           out: Path = typer.Option(Path(DEFAULT_STORE), "--out"),
           as_json: bool = typer.Option(False, "--json"),
           timeout: float = typer.Option(60.0, "--timeout", help="seconds before the query is stopped"),
@@ -419,6 +419,36 @@ def query(sql: str = typer.Argument(..., help="one SELECT over the views metrics
     for r in rows:
         table.add_row(*cells(*(f"{v:.6g}" if isinstance(v, float) else v for v in r)))
     out_console.print(table)
+
+
+@app.command("eval")
+def eval_(run_: str = typer.Argument(..., metavar="RUN", help="a finished run (directory, id or unique part of it)"),
+          shift: list[str] = typer.Option([], "--shift", help="a shift to evaluate on (repeatable; default: every "
+                                          "shift; an unknown name lists them)"),
+          prompts: int = typer.Option(2000, "--prompts", help="prompts per shift and prompt length"),
+          key: int = typer.Option(0, "--key", help="PRNG key of the prompts (folded with each seed and shift)"),
+          out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
+    """A finished run's models on shifted prompts at every prompt length, with the baselines on the same prompts:
+    rows in the run's shifts.parquet (`icldyn query "SELECT * FROM shifts"`) and figures/shifts.png."""
+    from icldyn.evaluation import evaluate_run
+    from icldyn.store import resolve_run
+
+    with bad_input():
+        path = resolve_run(out, run_)
+        _setup()
+        rows = evaluate_run(path, shift, prompts=prompts, key=key)
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    table = Table(title=f"{path.name}: E[(ŷ − y_q)²] at the largest k, mean over seeds")
+    for col in ("shift", "point", "k", *methods):
+        table.add_column(col)
+    for name, point in dict.fromkeys((r["shift"], r["point"]) for r in rows):
+        sel = [r for r in rows if r["shift"] == name and r["point"] == point]
+        k = max(r["k"] for r in sel)
+        err = {m: sum(r["error"] for r in sel if r["k"] == k and r["method"] == m)
+               / sum(1 for r in sel if r["k"] == k and r["method"] == m) for m in methods}
+        table.add_row(*cells(name, point or "—", k, *(f"{err[m]:.4g}" for m in methods)))
+    out_console.print(table)
+    say(out_console, f"{len(rows)} rows in {path / 'shifts.parquet'}; figure {path / 'figures' / 'shifts.png'}")
 
 
 @app.command()

@@ -16,7 +16,7 @@ import copy
 import functools
 import math
 import tomllib
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol, Union
 
 from pydantic import (
     AfterValidator,
@@ -32,6 +32,11 @@ from pydantic import (
 
 from icldyn.errors import ConfigError
 from icldyn.train.specs import NAMED_OPTIMIZERS, PYTHON_OPTIMIZER, check_optimizer, check_schedule
+
+if TYPE_CHECKING:
+    import jax
+
+    from icldyn.components.prompts import Prompts
 
 LIST_RANGE = (1e-6, 1e6)  # PositiveList's values (eigenvalues, singular values, probabilities): within this range
 INT64 = 2**63 - 1  # every integer field fits in int64 (JAX, NumPy and Parquet hold steps, seeds, … as int64)
@@ -155,6 +160,20 @@ class ModelSection(Section):
         """What runs ``cfg`` on this machine (summary.json's ``execution``; a ``note`` key is printed in the
         report). Raise ConfigError where an explicit setting cannot be honoured here."""
         return {}
+
+    def predictor(self, cfg: RunConfig) -> Predict | None:
+        """The trained model as a function of prompts (:class:`Predict`), for evaluations that read a run's
+        parameters (``icldyn eval``'s shifted prompts, agreement with algorithms); None: this model has none."""
+        return None
+
+
+class Predict(Protocol):
+    """``predict(params, prompts) -> ŷ``: the model's prediction at each prompt's query. ``params``: the model's
+    parameters (a run's ``params.npz`` entries of one seed, name → array, nested where a name holds ``/``);
+    ``prompts``: an :class:`icldyn.components.prompts.Prompts` (X (b, k+1, d), y (b, k+1), the query last, its label
+    unread) of any context length k ≥ 1; ŷ: (b,), the shape of ``prompts.y[:, -1]``. Pure and jit-able."""
+
+    def __call__(self, params: dict[str, jax.Array], prompts: Prompts) -> jax.Array: ...
 
 
 def _spec(v: Any) -> Any:

@@ -21,8 +21,9 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import duckdb
 import numpy as np
@@ -324,7 +325,8 @@ def read_summary(path: Path) -> dict[str, Any]:
     return s
 
 
-DATA = ("config.toml", "summary.json", "metrics.parquet", "params.npz")  # hashed on every read; figures by check
+SHIFTS_FILE = "shifts.parquet"  # icldyn eval's error-vs-k curves of a finished run (icldyn.evaluation)
+DATA = ("config.toml", "summary.json", "metrics.parquet", "params.npz", SHIFTS_FILE)  # hashed on every read
 
 
 def problems(path: Path, deep: bool | tuple[str, ...] = DATA) -> list[tuple[str, str]]:
@@ -345,8 +347,8 @@ def problems(path: Path, deep: bool | tuple[str, ...] = DATA) -> list[tuple[str,
             load_toml(str(path / "config.toml"))
         except ConfigError as err:
             out.append(("config.toml", str(err).split(": ", 1)[-1]))
-    parquet = [p for p in [path / "metrics.parquet", *sorted((path / "metrics.parts").glob("*.parquet"))]
-               if p.is_file()]
+    parquet = [p for p in [path / "metrics.parquet", path / SHIFTS_FILE,
+                           *sorted((path / "metrics.parts").glob("*.parquet"))] if p.is_file()]
     promised = False
     if (path / "summary.json").exists():
         try:
@@ -408,6 +410,40 @@ def verified(path: Path, rel: str) -> Path:
     if found:
         raise RunDamaged(path.name, *next((p for p in found if p[0] == rel), found[0]))
     return path / rel
+
+
+SHIFTS_SCHEMA = pa.schema([("run_id", pa.string()), ("point", pa.string()), ("seed", pa.int64()),
+                           ("shift", pa.string()), ("k", pa.int64()), ("method", pa.string()),
+                           ("error", pa.float64()), ("se", pa.float64())])
+
+
+def write_shift_rows(path: Path, rows: list[dict[str, Any]], replace: set[str]) -> list[dict[str, Any]]:
+    """Write a finished run's ``shifts.parquet`` atomically: its earlier rows but those of the shifts in
+    ``replace``, then ``rows`` (:data:`SHIFTS_SCHEMA`); returns every row the file now holds."""
+    f = path / SHIFTS_FILE
+    old = pq.read_table(verified(path, SHIFTS_FILE)).to_pylist() if f.is_file() else []
+    every = [r for r in old if r["shift"] not in replace] + rows
+    table = pa.Table.from_pylist(every, schema=SHIFTS_SCHEMA)
+    _atomic(f, lambda out: pq.write_table(table, out))
+    return every
+
+
+def add_to_manifest(path: Path, rels: list[str]) -> None:
+    """Record files added to a finished run (their size and SHA-256) in its manifest, the other entries kept."""
+    manifest = _json(path / MANIFEST)
+    manifest["files"].update({rel: {"size": (path / rel).stat().st_size, "sha256": _sha256(path / rel)}
+                              for rel in rels})
+    write_json(path / MANIFEST, manifest)
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold a run directory's lock (:func:`_lock`: another writer is refused in one line) while adding to it."""
+    f = _lock(path)
+    try:
+        yield
+    finally:
+        f.close()
 
 
 def read_metrics(path: Path):
@@ -569,7 +605,7 @@ def read_record(path: Path) -> dict[str, Any]:
     return r
 
 
-QUERY_HELP = "one SELECT (or WITH … SELECT) over the views metrics, finals, runs and sweeps"
+QUERY_HELP = "one SELECT (or WITH … SELECT) over the views metrics, finals, runs, sweeps and shifts"
 QUERY_TIMEOUT_S = 60.0  # a query running longer is interrupted (icldyn query --timeout)
 QUERY_MEMORY = "2GB"  # DuckDB's memory limit for one query (icldyn query --memory; DuckDB's own default: 80% of RAM)
 QUERY_MAX_ROWS = 1_000_000  # rows a result may have (fetched into this process)
@@ -579,9 +615,9 @@ def query(store: str | Path, sql: str, *, timeout_s: float = QUERY_TIMEOUT_S, me
           max_rows: int = QUERY_MAX_ROWS, notes: list[str] | None = None) -> tuple[list[str], list[tuple]]:
     """Run one read-only SQL statement over the store: the views ``metrics`` (every run's metrics.parquet, plus
     the chunks an unfinished run has flushed), ``finals`` (each run's, point's and seed's last logged value of
-    each metric), ``runs`` (one row a run: status, last step, …) and ``sweeps`` (sweep_id, run_id, status, key,
-    value per swept key). Only a single SELECT runs (the parsed statement's type is checked); DuckDB sees no file
-    outside the store, has no temporary directory (nothing spills to disk, so nothing planted in one is read) and
+    each metric), ``runs`` (one row a run: status, last step, …), ``sweeps`` (sweep_id, run_id, status, key,
+    value per swept key) and ``shifts`` (``icldyn eval``'s curves: run_id, point, seed, shift, k, method, error,
+    se). Only a single SELECT runs (the parsed statement's type is checked); DuckDB sees no file outside the store, has no temporary directory (nothing spills to disk, so nothing planted in one is read) and
     its configuration is locked, so a query can neither write nor read elsewhere. It is bounded: interrupted after
     ``timeout_s`` seconds, within ``memory`` (a DuckDB size, e.g. ``2GB``) and ``max_rows`` result rows, each
     exceeded with one line. Damaged runs and sweep records (:func:`problems`; a metrics file's hash is checked
@@ -665,6 +701,14 @@ def _query(root: Path, sql: str, timeout_s: float, memory: str, max_rows: int,
         con.execute("CREATE VIEW metrics AS SELECT * FROM (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS point, "
                     "NULL::BIGINT AS seed, NULL::BIGINT AS step, NULL::VARCHAR AS metric, NULL::DOUBLE AS value) "
                     "WHERE false")
+    shift_files = [Path(r["path"]) / SHIFTS_FILE for r in good if (Path(r["path"]) / SHIFTS_FILE).is_file()]
+    if shift_files:  # icldyn eval's curves
+        listing = ", ".join("'" + str(f.resolve()).replace("'", "''") + "'" for f in shift_files)
+        con.execute(f"CREATE VIEW shifts AS SELECT * FROM read_parquet([{listing}])")
+    else:
+        con.execute("CREATE VIEW shifts AS SELECT * FROM (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS point, "
+                    "NULL::BIGINT AS seed, NULL::VARCHAR AS shift, NULL::BIGINT AS k, NULL::VARCHAR AS method, "
+                    "NULL::DOUBLE AS error, NULL::DOUBLE AS se) WHERE false")
     con.execute("CREATE VIEW finals AS SELECT run_id, point, seed, metric, max(step) AS step, "
                 "arg_max(value, step) AS value FROM metrics GROUP BY run_id, point, seed, metric")
     # sweeps: one row per (point, swept key), so that a figure's table is one join away

@@ -98,8 +98,8 @@ def ridge(X: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
     and noise σ² at λ = σ²/τ²); predictions (b,)."""
     n, d = X.shape[1] - 1, X.shape[2]
     Xc = X[:, :n]
-    w = np.linalg.solve(np.einsum("bip,biq->bpq", Xc, Xc) + lam * np.eye(d),
-                        np.einsum("bid,bi->bd", Xc, y[:, :n])[..., None])[..., 0]  # NumPy ≥ 2: b as (…, d, 1)
+    rhs = np.einsum("bid,bi->bd", Xc, y[:, :n])[..., None]  # (b, d, 1): NumPy ≥ 2 reads (b, d) as one matrix
+    w = np.linalg.solve(np.einsum("bip,biq->bpq", Xc, Xc) + lam * np.eye(d), rhs)[..., 0]
     return np.einsum("bd,bd->b", X[:, n], w)
 
 

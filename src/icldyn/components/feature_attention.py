@@ -18,7 +18,7 @@ from pydantic import Field
 
 from icldyn.components.features import FeaturePrompts
 from icldyn.components.softmax_regressor import SoftmaxRegressorTrain
-from icldyn.config import ModelSection, RunConfig, Section
+from icldyn.config import ModelSection, Predict, RunConfig, Section
 
 
 class SoftmaxICLTrain(Section):
@@ -45,6 +45,11 @@ class SoftmaxICLModel(ModelSection):
             if cfg.data.sampler != "auto":
                 raise ValueError(f"data.sampler = {cfg.data.sampler!r} applies to model.kind = 'linear_attention' "
                                  "only, not 'softmax_icl'; remove it")
+
+    def predictor(self, cfg: RunConfig) -> Predict:
+        """ŷ_q = ν Σ_{i≤k} y_i softmax_i(x_iᵀQx_q) on prompts of any context length k (tokens as rows of X)."""
+        model = SoftmaxICL(cfg.data.d, self.train_value)
+        return lambda params, p: model.predict(params, p.X[:, :-1], p.y[:, :-1], p.X[:, -1])
 
 
 @dataclass(frozen=True)

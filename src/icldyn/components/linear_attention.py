@@ -32,7 +32,7 @@ from pydantic import Field
 
 from icldyn.components import lsa_kernel as kernel
 from icldyn.components.prompts import Prompts, prompt_matrix
-from icldyn.config import ConfigError, ModelSection, RunConfig, Section
+from icldyn.config import ConfigError, ModelSection, Predict, RunConfig, Section
 
 KERNEL_DMAX = kernel.DMAX  # the C kernel's largest token dimension D = d + 1
 
@@ -78,6 +78,13 @@ class LinearAttentionModel(ModelSection):
 
     def execution(self, cfg: RunConfig) -> dict:
         return execution(cfg)
+
+    def predictor(self, cfg: RunConfig) -> Predict:
+        """TF(Z_0) = −[Z_L]_{d+1,k+1} on prompts of any context length k (eq. (3)'s 1/n is the prompt's own k), by
+        the pure-JAX moment form (linear attention) or column form (ReLU, softmax)."""
+        model = LinearTransformer(cfg.data.d, self.layers, self.heads, self.parameterization, self.init_std,
+                                  "moments" if self.activation == "linear" else "columns", activation=self.activation)
+        return lambda params, prompts: model.predict(params, model.prepare(prompts))
 
 
 Params = dict[str, jax.Array]

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field
 
-from icldyn.config import ModelSection, Section
+from icldyn.config import ModelSection, Predict, RunConfig, Section
 
 
 class SoftmaxRegressorTrain(Section):
@@ -42,6 +42,12 @@ class SoftmaxRegressorModel(ModelSection):
         "random", description="random: iid N(0, init_std²) entries; spectral: Algorithm 1's spectral "
         "initialisation from one sample of n (OLS M̂, Σ̂)")
     init_std: float = Field(1e-3, ge=0.0, description="std of the iid normal initialisation of every trained block")
+
+    def predictor(self, cfg: RunConfig) -> Predict:
+        """ŷ_q = A μ_q at the query (the last of the prompt's k + 1 samples, attending to all of them, itself
+        included, as every sample does); it reads no label: ŷ (b, p), the shape of a p-output label."""
+        model = SoftmaxRegressor(cfg.data.d, cfg.data.p)
+        return lambda params, prompts: model.predict(params, prompts.X)[:, -1]
 
 
 Params = dict[str, jax.Array]  # {"A": (p, d), "B": (d, d)}

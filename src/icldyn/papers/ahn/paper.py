@@ -5,6 +5,7 @@ from icldyn.components.linear_attention import LinearAttentionModel
 from icldyn.components.prompts import PromptsData
 from icldyn.papers.ahn.claims import claims
 from icldyn.papers.ahn.recipes import RECIPES
+from icldyn.papers.ahn.shift import RECIPE as SHIFT_RECIPE
 from icldyn.plugins import Paper
 
 
@@ -22,6 +23,6 @@ PAPER = Paper(
     name="ahn",
     title="Ahn, Cheng, Daneshmand, Sra (2023): Transformers learn to implement preconditioned gradient descent for "
           "in-context learning, arXiv 2306.00297",
-    recipes=tuple(RECIPES), data=(PromptsData,), models=(LinearAttentionModel,), claims=claims, doctor=doctor,
+    recipes=(*RECIPES, SHIFT_RECIPE), data=(PromptsData,), models=(LinearAttentionModel,), claims=claims, doctor=doctor,
     default="quickstart",
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from icldyn.recipe import Point, Result, Seed
 
 
@@ -31,3 +33,22 @@ class AhnPoint(Point):
 
 class AhnResult(Result):
     points: list[AhnPoint]
+
+
+class ShiftCell(BaseModel):
+    """One seed's one-layer model under one covariance shift at one prompt length k (``ahn-shift``)."""
+
+    shift: str
+    seed: int
+    k: int
+    measured: float  # the trained model's mean squared error on the shift's prompts (icldyn eval's rows)
+    se: float  # its standard error
+    exact: float  # theory.shifted_loss at the trained G = Aᵀ and the shifted law
+    theorem1: float  # the same for Theorem 1's Γ* of the training law
+    in_law: float  # the shifted law's own best one-layer loss (Γ* for Σ', Ω', σ' and k)
+
+
+class AhnShiftResult(AhnResult):
+    cells: list[ShiftCell]
+    z_rms: float  # root mean square over cells of z = (measured − exact) / se
+    z_max: float  # max over cells of |z|

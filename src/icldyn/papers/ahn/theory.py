@@ -101,4 +101,42 @@ def two_step_optimum(d: int, n: int) -> tuple[float, float, float]:
     return float(lo), float(hi), float(res.fun)
 
 
+def _h_moment(k: int, sigma: np.ndarray, w_cov: np.ndarray, noise_std: float) -> np.ndarray:
+    """E[hhᵀ] = ((k+1)/k) ΣΩ_wΣ + (tr(Ω_wΣ) + σ²)/k · Σ for k examples of x ~ N(0, Σ)."""
+    return (k + 1) / k * sigma @ w_cov @ sigma + (np.trace(w_cov @ sigma) + noise_std**2) / k * sigma
+
+
+def shifted_optimum(k: int, sigma: np.ndarray, w_cov: np.ndarray | None = None,
+                    noise_std: float = 0.0) -> tuple[np.ndarray, float]:
+    """The best one-step preconditioner for a law at prompt length k and its loss, (G*, f(G*)): G* = Ω_wΣE[hhᵀ]⁺,
+    Theorem 1's Γ* for that law (a pseudo-inverse, so that a singular Σ', e.g. a half subspace, is allowed: G* is
+    then unique on Σ''s range, which is all the loss sees)."""
+    w_cov = np.eye(sigma.shape[0]) if w_cov is None else w_cov
+    G = w_cov @ sigma @ np.linalg.pinv(_h_moment(k, sigma, w_cov, noise_std))
+    return G, shifted_loss(G, k, sigma, sigma, w_cov, noise_std)
+
+
+def shifted_loss(G: np.ndarray, k: int, sigma_context: np.ndarray, sigma_query: np.ndarray | None = None,
+                 w_cov: np.ndarray | None = None, noise_std: float = 0.0) -> float:
+    """Exact in-context loss of the one-step predictor ŷ = x_qᵀ G h (the one-layer model of Theorem 1, ``G`` any
+    preconditioner, e.g. Γ* of the training law) on a shifted test law: k context examples x_i ~ N(0, Σ_c), the
+    query x_q ~ N(0, Σ_q), w* ~ N(0, Ω_w), y = ⟨w*, x⟩ + σε, h = (1/k) Σ_{i≤k} y_i x_i.
+
+    .. math:: f = \\mathrm{tr}(Σ_q G\\,H_k G^⊤) − 2\\,\\mathrm{tr}(Σ_q G Σ_c Ω_w) + \\mathrm{tr}(Σ_q Ω_w) + σ^2,
+              \\qquad H_k = E[hh^⊤] = \\tfrac{k+1}{k} Σ_c Ω_w Σ_c + \\tfrac{\\mathrm{tr}(Ω_w Σ_c) + σ^2}{k} Σ_c
+
+    Derivation: ŷ − y_q = x_qᵀ(Gh − w*) − σε_q with x_q independent of (h, w*), so f = E[(Gh − w*)ᵀΣ_q(Gh − w*)] + σ²;
+    E[h w*ᵀ] = E[Ŝ]Ω_w = Σ_cΩ_w (the noise is independent of x); and by Isserlis' theorem
+    E[x xᵀΩ_w x xᵀ] = 2Σ_cΩ_wΣ_c + tr(Ω_wΣ_c)Σ_c for one example, Σ_cΩ_wΣ_c for two distinct ones, so
+    E[hhᵀ] = (1/k²)[k(2Σ_cΩ_wΣ_c + tr(Ω_wΣ_c)Σ_c) + k(k − 1)Σ_cΩ_wΣ_c] + (σ²/k)Σ_c = H_k. At Σ_q = Σ_c = Σ and k = n
+    it is :func:`one_layer_loss` (the proof of Theorem 1, arXiv 2306.00297); with Σ_c = Σ_q = Σ' it is the exact
+    risk of a trained one-layer model under the covariance shifts of :mod:`icldyn.components.shifts` (skewed, half
+    subspace, x or w scaled, label noise, longer prompts)."""
+    sigma_query = sigma_context if sigma_query is None else sigma_query
+    w_cov = np.eye(sigma_context.shape[0]) if w_cov is None else w_cov
+    H = _h_moment(k, sigma_context, w_cov, noise_std)
+    return float(np.trace(sigma_query @ G @ H @ G.T) - 2 * np.trace(sigma_query @ G @ sigma_context @ w_cov)
+                 + np.trace(sigma_query @ w_cov) + noise_std**2)
+
+
 float64_module(globals())  # every public function computes in float64 whatever JAX's x64 flag
