@@ -22,7 +22,6 @@ from typer.testing import CliRunner
 
 import icldyn
 from icldyn.cli import app
-from icldyn.config import ConfigError
 from icldyn.plugins import get
 from icldyn.runner import RunCrashed, RunInterrupted, execute
 from icldyn.store import RunDamaged, RunDir, list_runs, query, write_json, write_manifest
@@ -319,13 +318,64 @@ def test_a_toml_file_too_deep_or_not_utf8_exits_2_in_one_line(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
-def test_a_program_too_big_for_memory_is_refused_before_compiling_and_leaves_no_run(tmp_path, monkeypatch):
-    from icldyn import runtime
+def _attention_problem(seed_map: str):
+    """A problem whose one matrix product is a (B, N, N) score array: the activations dominate the state."""
+    import jax
+    import jax.numpy as jnp
 
-    monkeypatch.setattr(runtime, "available_memory", lambda: 1 << 10)  # 1 KiB: TINY's arrays need more
-    with pytest.raises(ConfigError, match=r"needs at least \S+ GiB, and this machine has \S+ GiB available; lower"):
-        execute(get("quickstart").config(CFG), tmp_path)
-    assert list(tmp_path.iterdir()) == []
+    from icldyn.train.loop import Problem
+
+    def loss(p, Z):
+        return jnp.mean(jnp.einsum("bki,kl,blj->bij", Z, p["W"], Z) ** 2)
+
+    return Problem(init=lambda task, key: {"W": jax.random.normal(key, (3, 3), jnp.float32)},
+                   sample=lambda task, key: jax.random.normal(key, (8, 3, 50), jnp.float32), loss=loss,
+                   evaluate=lambda p, task, test: {"test_loss": loss(p, test)}, seed_map=seed_map)
+
+
+@pytest.mark.parametrize("seed_map, at_once", [("vmap", 6), ("map", 2)])
+def test_the_memory_estimate_counts_the_largest_activation_and_refuses_in_one_line_with_the_numbers(
+        monkeypatch, seed_map, at_once):
+    """3 seeds × 2 learning rates, batch 8 of 3 × 50 prompt matrices: the estimate is, in bytes, the state twice
+    (W 3·3·4 per slot, the batch 8·3·50·4, key 2·4 and step 4 per seed), the tasks and held-out sets, and the
+    (8, 50, 50) float32 scores of every slot computing at once — all six vmapped, a seed's two rates lax.map-ed."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from icldyn import runtime
+    from icldyn.runtime import TooBig
+    from icldyn.train.loop import footprint, train
+
+    problem, opt = _attention_problem(seed_map), optax.sgd(0.1)
+    tasks, tests, keys = jnp.zeros((3, 1), jnp.float32), jnp.ones((3, 4, 3, 50), jnp.float32), jax.random.split(
+        jax.random.PRNGKey(0), 3)
+    f = footprint(problem, opt, tasks, tests, keys, copies=2)
+    state, data, activations = 2 * (2 * 3 * 36 + 3 * (4800 + 8 + 4)), 3 * 4 + 3 * 2400, at_once * 8 * 50 * 50 * 4
+    assert (f["state"], f["data"], f["activations"], f["largest"], f["at_once"]) == (
+        state, data, activations, "float32[8,50,50]", at_once)
+    assert f["total"] == state + data + activations
+    monkeypatch.setattr(runtime, "available_memory", lambda: state + data + activations - 1)  # all but the last byte
+    with pytest.raises(TooBig) as err:
+        train(problem, opt, tasks, tests, keys, steps=2, log_every=1, lrs=[0.1, 0.2])
+    gib = lambda b: f"{b / 2**30:.3g} GiB"  # noqa: E731
+    assert str(err.value) == (
+        f"training 6 slot(s) (state {gib(state)}, tasks and held-out sets {gib(data)}, activations "
+        f"{gib(activations)}: {at_once} × float32[8,50,50]) needs at least {gib(f['total'])}, and this machine has "
+        f"{gib(f['total'] - 1)} available; lower train.batch, data.n, data.test_size or seeds (or train on a larger "
+        "machine)")
+
+
+def test_a_run_whose_attention_scores_cannot_fit_is_refused_in_one_line_before_compiling(tmp_path):
+    """ahn-relu's column form at n = 20 000: a batch of 64 prompts is 61 MiB, its (64, 20001, 20001) float32
+    scores 95 GiB — against this machine's real memory (no stub), refused with the numbers before anything compiles,
+    exit 2, the fresh run directory removed (before: XLA, or the C kernel, killed the process)."""
+    res = _cli("run", "ahn-relu", "--quick", "--set", "model.forward=columns", "--set", "data.n=20000",
+               "--set", "data.test_size=16", "--set", "train.batch=64", "--set", "train.steps=2", "--out",
+               tmp_path / "store")
+    line = _one_line(res)
+    assert res.exit_code == 2 and "activations 95.4 GiB: 1 × float32[64,20001,20001,1]) needs at least 95.4 GiB" in line
+    assert "GiB available; lower train.batch" in line and list((tmp_path / "store").iterdir()) == []
 
 
 @pytest.mark.e2e
