@@ -358,7 +358,7 @@ def test_the_memory_estimate_counts_the_largest_activation_and_refuses_in_one_li
     monkeypatch.setattr(runtime, "available_memory", lambda: state + data + activations - 1)  # all but the last byte
     with pytest.raises(TooBig) as err:
         train(problem, opt, tasks, tests, keys, steps=2, log_every=1, lrs=[0.1, 0.2])
-    gib = lambda b: f"{b / 2**30:.3g} GiB"  # noqa: E731
+    gib = lambda b: f"{b / 2**30:.3g} GiB"
     assert str(err.value) == (
         f"training 6 slot(s) (state {gib(state)}, tasks and held-out sets {gib(data)}, activations "
         f"{gib(activations)}: {at_once} × float32[8,50,50]) needs at least {gib(f['total'])}, and this machine has "
