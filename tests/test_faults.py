@@ -393,6 +393,63 @@ def test_a_figure_that_cannot_be_written_is_a_crash_with_crash_json_and_no_parti
     assert list((run / "figures").iterdir()) == [] and [r["status"] for r in list_runs(tmp_path)] == ["crashed"]
 
 
+_CLI_CALLS = """import json, sys
+from typer.testing import CliRunner
+from icldyn.cli import app
+print(json.dumps([(r.exit_code, r.stderr, r.stdout) for r in (CliRunner().invoke(app, a) for a in json.loads(sys.argv[1]))]))
+"""
+
+
+def _as_read_only(root: Path, calls: list[list[str]]) -> tuple[str, list]:
+    """CLI ``calls`` in one fresh process to which ``root`` is truly unwritable: a read-only bind mount in a private
+    mount namespace (``unshare -rm``, root or not), else, for a user other than root (whom permissions do not stop),
+    every file and folder under it without write permission. Returns the reason the system gives and each call's
+    (exit code, stderr, stdout)."""
+    cmd = [sys.executable, "-c", _CLI_CALLS, json.dumps(calls)]
+    if shutil.which("unshare") and subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0:
+        mount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+        res = subprocess.run(["unshare", "-rm", "sh", "-c", mount, root, *cmd], capture_output=True, text=True,
+                             timeout=300)
+        return "Read-only file system", json.loads(res.stdout or "null") or pytest.fail(res.stderr[-2000:])
+    if os.geteuid() == 0:
+        pytest.skip("no mount namespace (unshare -rm) here, and root ignores permissions: nothing is unwritable")
+    paths = [root, *root.rglob("*")]
+    for p in paths:
+        p.chmod(p.stat().st_mode & ~0o222)
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    finally:
+        for p in paths:
+            p.chmod(p.stat().st_mode | 0o200)
+    return "Permission denied", json.loads(res.stdout or "null") or pytest.fail(res.stderr[-2000:])
+
+
+def test_an_unwritable_store_is_one_line_naming_it_and_is_still_read(pristine, tmp_path):
+    """A store that refuses writes (a read-only file system): a new run, a resumed run, a new and a resumed sweep are
+    each one line naming the store (or run directory), exit 2, nothing written; listing and querying it still work."""
+    root = tmp_path / "store"
+    shutil.copytree(pristine, root, symlinks=True)
+    run = _runs(root)[0]
+    for f in ("summary.json", "manifest.json", "report.md"):  # interrupted: resumable
+        (run / f).unlink()
+    sweep_id = next(root.glob("sweeps/*.json")).stem
+    before, (_, [(n,)]) = _digest(root), query(root, "SELECT count(*) FROM finals")
+    why, out = _as_read_only(root, [
+        ["run", "quickstart", "--out", str(root), *TINY_SETS], ["run", "--resume", str(run)],
+        ["sweep", "quickstart", "--grid", "train.lr=0.01,0.02", "--out", str(root), *TINY_SETS],
+        ["sweep", "--resume", sweep_id, "--out", str(root)],
+        ["runs", "--out", str(root)], ["query", "SELECT count(*) AS n FROM finals", "--json", "--out", str(root)]])
+    said = [err.strip() for _, err, _ in out[:4]]
+    assert [code for code, _, _ in out[:4]] == [2, 2, 2, 2] and all("\n" not in x for x in said), said
+    assert said[0].startswith(f"error: store {str(root)!r} cannot be written ({why}: {root}/"), said[0]
+    assert said[1] == f"error: --resume {str(run)!r}: the run directory cannot be written ({why}: {run}/.lock)"
+    assert all(x.startswith(f"error: store {str(root)!r} cannot be written ({why}: {root}/sweeps/") for x in said[2:])
+    (code, _, listing), (qcode, _, rows) = out[4:]
+    assert code == 0 and listing.count("finished") == 2 and "interrupted" in listing, listing
+    assert qcode == 0 and json.loads(rows) == [{"n": n}] and n == 3 * 2 * 2 * 10, rows  # runs, points, seeds, metrics
+    assert _digest(root) == before
+
+
 def test_crash_json_marks_a_run_even_when_the_disk_is_full(tmp_path, monkeypatch):
     from icldyn import store as store_mod
 

@@ -17,10 +17,13 @@ import math
 import os
 import re
 import secrets
+import shutil
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,19 @@ METRICS_SCHEMA = pa.schema([("run_id", pa.string()), ("point", pa.string()), ("s
 
 class StoreError(ValueError):
     """A run or store path that cannot be used; the message is one line."""
+
+
+@contextmanager
+def writing(what: str) -> Iterator[None]:
+    """An OSError inside (a read-only or full file system, no permission) becomes one StoreError line naming
+    ``what`` (e.g. ``store '/data/runs'``) and the system's reason."""
+    try:
+        yield
+    except (StoreError, FileExistsError):  # FileExistsError: a clash, not a store that refuses writes
+        raise
+    except OSError as err:
+        raise StoreError(f"{what} cannot be written ({err.strerror or type(err).__name__}"
+                         + (f": {err.filename}" if err.filename else "") + ")") from None
 
 
 class RunDamaged(StoreError):
@@ -138,8 +154,13 @@ class RunDir:
             raise StoreError(f"store {str(root)!r} cannot be created: {err.strerror}") from None
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{secrets.token_hex(3)}"
         path = root / run_id
-        path.mkdir()  # exclusive: fails rather than reuse
-        return cls(path)
+        with writing(f"store {str(root)!r}"):
+            path.mkdir()  # exclusive: fails rather than reuse
+            try:
+                return cls(path)
+            except OSError:
+                shutil.rmtree(path, ignore_errors=True)
+                raise
 
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
@@ -154,7 +175,8 @@ class RunDir:
             hurt = damage(path)
             raise StoreError(f"--resume {str(path)!r}: the run already finished ({done} exists)"
                              + (f"; it is damaged ({hurt}): start a new run" if hurt else ""))
-        return cls(path)
+        with writing(f"--resume {str(path)!r}: the run directory"):
+            return cls(path)
 
     def write_metrics_part(self, label: str, step: int, rows: dict[str, list]) -> None:
         table = pa.table(rows, schema=METRICS_SCHEMA)

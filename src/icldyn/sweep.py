@@ -45,7 +45,7 @@ from icldyn.plugins import get, recipe_of
 from icldyn.recipe import Point, Reporter, Result, SilentReporter
 from icldyn.runner import execute_group, execution, versions
 from icldyn.runner import report as report_md
-from icldyn.store import RunDamaged, RunDir, StoreError, damage, read_record, write_json, write_text
+from icldyn.store import RunDamaged, RunDir, StoreError, damage, read_record, write_json, write_text, writing
 
 TOP_LEVEL = ("seeds", "seed")
 MAX_JOB = 64  # points per job at most: a job's slots, states and held-out sets all live in memory at once
@@ -236,8 +236,9 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
     if not record["points"]:
         record["points"] = [{"overrides": over, "run_id": None, "status": "pending"} for over, _ in configs]
     path = _record_path(store, record["sweep_id"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, record)
+    with writing(f"store {str(store)!r}"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, record)
 
     def finished_run(i: int) -> bool:
         run_id = record["points"][i]["run_id"]
