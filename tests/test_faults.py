@@ -406,10 +406,10 @@ def _as_read_only(root: Path, calls: list[list[str]]) -> tuple[str, list]:
     every file and folder under it without write permission. Returns the reason the system gives and each call's
     (exit code, stderr, stdout)."""
     cmd = [sys.executable, "-c", _CLI_CALLS, json.dumps(calls)]
-    if shutil.which("unshare") and subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0:
+    if shutil.which("unshare") and subprocess.run(["unshare", "-rm", "true"], capture_output=True, check=False).returncode == 0:
         mount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
         res = subprocess.run(["unshare", "-rm", "sh", "-c", mount, root, *cmd], capture_output=True, text=True,
-                             timeout=300)
+                             timeout=300, check=False)
         return "Read-only file system", json.loads(res.stdout or "null") or pytest.fail(res.stderr[-2000:])
     if os.geteuid() == 0:
         pytest.skip("no mount namespace (unshare -rm) here, and root ignores permissions: nothing is unwritable")
@@ -417,7 +417,7 @@ def _as_read_only(root: Path, calls: list[list[str]]) -> tuple[str, list]:
     for p in paths:
         p.chmod(p.stat().st_mode & ~0o222)
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     finally:
         for p in paths:
             p.chmod(p.stat().st_mode | 0o200)
