@@ -229,6 +229,39 @@ def test_damaged_checkpoints_resume_from_the_previous_one_or_restart_to_the_unin
     assert params.keys() == ref_params.keys() and all(np.array_equal(params[k], ref_params[k]) for k in params)
 
 
+@pytest.mark.parametrize("damage, why", [
+    ("flip", "unreadable (BadZipFile"), ("empty", "unreadable (EOFError"),
+    ("no hash", "no hash saved with it (not a checkpoint icldyn wrote)"),
+    ("another point's", "its arrays do not match the hash saved with them (changed, or another point's)")])
+def test_a_checkpoint_failing_its_checksum_is_named_once_and_the_previous_or_a_restart_taken(tmp_path, capfd, damage,
+                                                                                          why):
+    """Point A checkpointed at steps 1 and 2, point B once; A's latest damaged — bit-flipped, emptied, replaced by an
+    .npz without a hash, or by B's sound checkpoint — is named in one line and A resumes from step 1; both of A's
+    damaged, A restarts (None, its flushed rows cleared), said in one line. Never the damaged file again."""
+    rd = RunDir.create(tmp_path, "quickstart")
+    step = lambda k: {"w": np.arange(6.0).reshape(2, 3) * k, "done": np.asarray(k)}
+    for k in (1, 2):
+        rd.save_checkpoint("A", step(k))
+    rd.save_checkpoint("B", step(7))
+    rd.write_metrics_part("A", 2, {"run_id": [rd.run_id], "point": ["A"], "seed": [0], "step": [2],
+                                   "metric": ["loss"], "value": [1.0]})
+    (latest, prev), (b, _) = rd._checkpoints("A"), rd._checkpoints("B")
+    hurt = {"flip": lambda p: _flip(p, 0.3), "empty": lambda p: p.write_bytes(b""),
+            "no hash": lambda p: np.savez(p, **step(2)), "another point's": lambda p: shutil.copy(b, p)}[damage]
+    hurt(latest)
+    capfd.readouterr()
+    got = rd.load_checkpoint("A")
+    assert got.keys() == step(1).keys() and all(np.array_equal(got[k], v) for k, v in step(1).items())
+    [line] = capfd.readouterr().err.splitlines()
+    assert line.startswith(f"run {rd.run_id}: checkpoint checkpoint/{latest.name} ({why}") and line.endswith(
+        f"is damaged; resuming from the previous one, checkpoint/{prev.name}"), line
+    hurt(prev)
+    assert rd.load_checkpoint("A") is None and not list((rd.path / "metrics.parts").iterdir())
+    [line] = capfd.readouterr().err.splitlines()
+    assert line.endswith("damaged, no good checkpoint left; point 'A' restarts from step 0") and why in line, line
+    assert rd.load_checkpoint("B")["done"] == 7
+
+
 @pytest.fixture
 def private_kernel_cache(tmp_path, monkeypatch):
     """The kernel for D = 6 built into a cache of this test's own (the user's cache may be shared with other

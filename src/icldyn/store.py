@@ -191,9 +191,10 @@ class RunDir:
         return self.path / "checkpoint" / f"{_tag(label)}.npz", self.path / "checkpoint" / f"{_tag(label)}.prev.npz"
 
     def save_checkpoint(self, label: str, arrays: dict[str, np.ndarray]) -> None:
-        """The point's checkpoint, the SHA-256 of its arrays inside; the one it replaces is kept as the previous."""
+        """The point's checkpoint, the SHA-256 of its arrays and its point inside; the one it replaces is kept as the
+        previous."""
         path, prev = self._checkpoints(label)
-        digest = _digest(arrays)
+        digest = _digest(arrays, _tag(label))
         if path.is_file():
             os.replace(path, prev)
         _atomic(path, lambda f: np.savez(f, **arrays, **{DIGEST: np.asarray(digest)}))
@@ -265,9 +266,10 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _digest(arrays: dict[str, np.ndarray]) -> str:
-    """SHA-256 of named arrays: every name, dtype, shape and byte, in name order."""
-    h = hashlib.sha256()
+def _digest(arrays: dict[str, np.ndarray], point: str = "") -> str:
+    """SHA-256 of named arrays — every name, dtype, shape and byte, in name order — and of the ``point`` (a
+    checkpoint's point tag: a sound checkpoint copied over another point's fails it)."""
+    h = hashlib.sha256(f"{point}|".encode())
     for k in sorted(arrays):
         a = np.ascontiguousarray(arrays[k])
         h.update(f"{k}|{a.dtype.str}|{a.shape}|".encode())
@@ -276,7 +278,8 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
 
 
 def read_checkpoint(path: Path) -> dict[str, np.ndarray]:
-    """A checkpoint's arrays, verified against the hash saved inside it; RunDamaged names what is wrong."""
+    """A checkpoint's arrays, verified against the hash saved inside it (of its arrays and its point, the tag its
+    file is named by); RunDamaged names what is wrong — one without a hash is not trusted either."""
     rel = f"{path.parent.name}/{path.name}"
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -284,8 +287,11 @@ def read_checkpoint(path: Path) -> dict[str, np.ndarray]:
     except Exception as err:  # BadZipFile, a bad CRC, a truncated member, not an .npz at all, …
         raise RunDamaged(path.parent.parent.name, rel, _why(err)) from None
     stored = arrays.pop(DIGEST, None)
-    if stored is not None and str(stored) != _digest(arrays):
-        raise RunDamaged(path.parent.parent.name, rel, "its arrays do not match the hash saved with them")
+    if stored is None:
+        raise RunDamaged(path.parent.parent.name, rel, "no hash saved with it (not a checkpoint icldyn wrote)")
+    if str(stored) != _digest(arrays, path.name.split(".", 1)[0]):
+        raise RunDamaged(path.parent.parent.name, rel,
+                         "its arrays do not match the hash saved with them (changed, or another point's)")
     return arrays
 
 
