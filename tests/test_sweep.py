@@ -140,6 +140,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stop(leader: subprocess.Popen) -> None:
+    """SIGTERM to the process group ``leader`` started (a Ray node and its daemons), SIGKILL to what is left of it
+    after 10 s."""
+    os.killpg(leader.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while True:
+        leader.poll()  # reaped: a zombie leader would keep the group alive
+        try:
+            os.killpg(leader.pid, signal.SIGKILL if time.monotonic() > deadline else 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+
+
 def _bare_venv(path: Path) -> Path:
     """A venv with every package of this one — Ray and icldyn's dependencies — but icldyn: each linked, not copied
     (cheap), icldyn's own entries (its package or dist-info, an editable install's path file and finder) left out.
@@ -196,13 +210,7 @@ def ray_cluster(tmp_path, monkeypatch):
         yield f"127.0.0.1:{port}"
     finally:
         for p in nodes:
-            os.killpg(p.pid, signal.SIGTERM)
-        for p in nodes:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+            _stop(p)
         for f in logs:
             f.close()
         shutil.rmtree(temp, ignore_errors=True)
