@@ -234,7 +234,9 @@ def footprint(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, ke
     state = jax.eval_shape(lambda t, k: init_states(problem, opt, t, k), tasks, keys)
     params, batch, task, test, key = one(state.params), one(state.batch), one(tasks), one(tests), one(keys)
     at_once = copies * len(keys) if problem.seed_map == "vmap" else copies
-    parts = [(problem.sample, (task, key), len(keys) if problem.seed_map == "vmap" else 1),
+    draw = lambda task, key, step: _sampler(problem, step)(task, key)
+    step = jax.ShapeDtypeStruct((), jnp.int32)
+    parts = [(draw, (task, key, step), len(keys) if problem.seed_map == "vmap" else 1),
              (jax.value_and_grad(problem.loss), (params, batch), at_once),
              (problem.evaluate, (params, task, test), at_once)]
     largest, shape, times = 0, "", 1
