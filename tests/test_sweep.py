@@ -1,6 +1,7 @@
 """Sweeps (issue #7): every grid point a run directory, a record, learning rates as one program, resume skips
 finished points, a Ray cluster whose worker has no icldyn gives the local numbers."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -186,12 +187,12 @@ def ray_cluster(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     start = ["-m", "ray.scripts.scripts", "start", "--node-ip-address", "127.0.0.1", "--block",
              "--disable-usage-stats"]
-    nodes, logs = [], []
+    nodes, logs = [], contextlib.ExitStack()
 
     def node(python, *args, log):
-        logs.append(open(tmp_path / log, "w"))
+        out = logs.enter_context(open(tmp_path / log, "w"))  # noqa: SIM115  (closed by the stack)
         nodes.append(subprocess.Popen([python, *start, "--dashboard-agent-listen-port", str(_free_port()), *args],
-                                      stdout=logs[-1], stderr=subprocess.STDOUT, env=env, start_new_session=True))
+                                      stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
 
     try:
         node(sys.executable, "--head", "--port", str(port), "--num-cpus", "0", "--include-dashboard", "false",
@@ -211,8 +212,7 @@ def ray_cluster(tmp_path, monkeypatch):
     finally:
         for p in nodes:
             _stop(p)
-        for f in logs:
-            f.close()
+        logs.close()
         shutil.rmtree(temp, ignore_errors=True)
 
 
