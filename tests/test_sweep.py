@@ -141,17 +141,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _stop(leader: subprocess.Popen) -> None:
-    """SIGTERM to the process group ``leader`` started (a Ray node and its daemons), SIGKILL to what is left of it
-    after 10 s."""
-    os.killpg(leader.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while True:
-        leader.poll()  # reaped: a zombie leader would keep the group alive
-        try:
-            os.killpg(leader.pid, signal.SIGKILL if time.monotonic() > deadline else 0)
-        except ProcessLookupError:
-            return
+def _stop(leaders: list[subprocess.Popen]) -> None:
+    """SIGTERM to the process groups ``leaders`` started (Ray nodes and their daemons), SIGKILL to what is left of
+    them after 10 s."""
+    for p in leaders:
+        os.killpg(p.pid, signal.SIGTERM)
+    deadline, left = time.monotonic() + 10, list(leaders)
+    while left:
+        for p in list(left):
+            p.poll()  # reaped: a zombie leader would keep its group alive
+            try:
+                os.killpg(p.pid, signal.SIGKILL if time.monotonic() > deadline else 0)
+            except ProcessLookupError:
+                left.remove(p)
         time.sleep(0.2)
 
 
@@ -210,8 +212,7 @@ def ray_cluster(tmp_path, monkeypatch):
             ray.shutdown()
         yield f"127.0.0.1:{port}"
     finally:
-        for p in nodes:
-            _stop(p)
+        _stop(nodes)
         logs.close()
         shutil.rmtree(temp, ignore_errors=True)
 
