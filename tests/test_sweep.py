@@ -143,10 +143,10 @@ def _free_port() -> int:
 
 def _stop(leaders: list[subprocess.Popen]) -> None:
     """SIGTERM to the process groups ``leaders`` started (Ray nodes and their daemons), SIGKILL to what is left of
-    them after 10 s."""
+    them after 3 s (a test cluster: nothing to save)."""
     for p in leaders:
         os.killpg(p.pid, signal.SIGTERM)
-    deadline, left = time.monotonic() + 10, list(leaders)
+    deadline, left = time.monotonic() + 3, list(leaders)
     while left:
         for p in list(left):
             p.poll()  # reaped: a zombie leader would keep its group alive
