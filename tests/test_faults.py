@@ -22,7 +22,6 @@ from typer.testing import CliRunner
 
 import icldyn
 from icldyn.cli import app
-from icldyn.config import ConfigError
 from icldyn.plugins import get
 from icldyn.runner import RunCrashed, RunInterrupted, execute
 from icldyn.store import RunDamaged, RunDir, list_runs, query, write_json, write_manifest
@@ -230,6 +229,39 @@ def test_damaged_checkpoints_resume_from_the_previous_one_or_restart_to_the_unin
     assert params.keys() == ref_params.keys() and all(np.array_equal(params[k], ref_params[k]) for k in params)
 
 
+@pytest.mark.parametrize("damage, why", [
+    ("flip", "unreadable (BadZipFile"), ("empty", "unreadable (EOFError"),
+    ("no hash", "no hash saved with it (not a checkpoint icldyn wrote)"),
+    ("another point's", "its arrays do not match the hash saved with them (changed, or another point's)")])
+def test_a_checkpoint_failing_its_checksum_is_named_once_and_the_previous_or_a_restart_taken(tmp_path, capfd, damage,
+                                                                                          why):
+    """Point A checkpointed at steps 1 and 2, point B once; A's latest damaged — bit-flipped, emptied, replaced by an
+    .npz without a hash, or by B's sound checkpoint — is named in one line and A resumes from step 1; both of A's
+    damaged, A restarts (None, its flushed rows cleared), said in one line. Never the damaged file again."""
+    rd = RunDir.create(tmp_path, "quickstart")
+    step = lambda k: {"w": np.arange(6.0).reshape(2, 3) * k, "done": np.asarray(k)}
+    for k in (1, 2):
+        rd.save_checkpoint("A", step(k))
+    rd.save_checkpoint("B", step(7))
+    rd.write_metrics_part("A", 2, {"run_id": [rd.run_id], "point": ["A"], "seed": [0], "step": [2],
+                                   "metric": ["loss"], "value": [1.0]})
+    (latest, prev), (b, _) = rd._checkpoints("A"), rd._checkpoints("B")
+    hurt = {"flip": lambda p: _flip(p, 0.3), "empty": lambda p: p.write_bytes(b""),
+            "no hash": lambda p: np.savez(p, **step(2)), "another point's": lambda p: shutil.copy(b, p)}[damage]
+    hurt(latest)
+    capfd.readouterr()
+    got = rd.load_checkpoint("A")
+    assert got.keys() == step(1).keys() and all(np.array_equal(got[k], v) for k, v in step(1).items())
+    [line] = capfd.readouterr().err.splitlines()
+    assert line.startswith(f"run {rd.run_id}: checkpoint checkpoint/{latest.name} ({why}") and line.endswith(
+        f"is damaged; resuming from the previous one, checkpoint/{prev.name}"), line
+    hurt(prev)
+    assert rd.load_checkpoint("A") is None and not list((rd.path / "metrics.parts").iterdir())
+    [line] = capfd.readouterr().err.splitlines()
+    assert line.endswith("damaged, no good checkpoint left; point 'A' restarts from step 0") and why in line, line
+    assert rd.load_checkpoint("B")["done"] == 7
+
+
 @pytest.fixture
 def private_kernel_cache(tmp_path, monkeypatch):
     """The kernel for D = 6 built into a cache of this test's own (the user's cache may be shared with other
@@ -319,13 +351,64 @@ def test_a_toml_file_too_deep_or_not_utf8_exits_2_in_one_line(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
-def test_a_program_too_big_for_memory_is_refused_before_compiling_and_leaves_no_run(tmp_path, monkeypatch):
-    from icldyn import runtime
+def _attention_problem(seed_map: str):
+    """A problem whose one matrix product is a (B, N, N) score array: the activations dominate the state."""
+    import jax
+    import jax.numpy as jnp
 
-    monkeypatch.setattr(runtime, "available_memory", lambda: 1 << 10)  # 1 KiB: TINY's arrays need more
-    with pytest.raises(ConfigError, match=r"needs at least \S+ GiB, and this machine has \S+ GiB available; lower"):
-        execute(get("quickstart").config(CFG), tmp_path)
-    assert list(tmp_path.iterdir()) == []
+    from icldyn.train.loop import Problem
+
+    def loss(p, Z):
+        return jnp.mean(jnp.einsum("bki,kl,blj->bij", Z, p["W"], Z) ** 2)
+
+    return Problem(init=lambda task, key: {"W": jax.random.normal(key, (3, 3), jnp.float32)},
+                   sample=lambda task, key: jax.random.normal(key, (8, 3, 50), jnp.float32), loss=loss,
+                   evaluate=lambda p, task, test: {"test_loss": loss(p, test)}, seed_map=seed_map)
+
+
+@pytest.mark.parametrize("seed_map, at_once", [("vmap", 6), ("map", 2)])
+def test_the_memory_estimate_counts_the_largest_activation_and_refuses_in_one_line_with_the_numbers(
+        monkeypatch, seed_map, at_once):
+    """3 seeds × 2 learning rates, batch 8 of 3 × 50 prompt matrices: the estimate is, in bytes, the state twice
+    (W 3·3·4 per slot, the batch 8·3·50·4, key 2·4 and step 4 per seed), the tasks and held-out sets, and the
+    (8, 50, 50) float32 scores of every slot computing at once — all six vmapped, a seed's two rates lax.map-ed."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from icldyn import runtime
+    from icldyn.runtime import TooBig
+    from icldyn.train.loop import footprint, train
+
+    problem, opt = _attention_problem(seed_map), optax.sgd(0.1)
+    tasks, tests, keys = jnp.zeros((3, 1), jnp.float32), jnp.ones((3, 4, 3, 50), jnp.float32), jax.random.split(
+        jax.random.PRNGKey(0), 3)
+    f = footprint(problem, opt, tasks, tests, keys, copies=2)
+    state, data, activations = 2 * (2 * 3 * 36 + 3 * (4800 + 8 + 4)), 3 * 4 + 3 * 2400, at_once * 8 * 50 * 50 * 4
+    assert (f["state"], f["data"], f["activations"], f["largest"], f["at_once"]) == (
+        state, data, activations, "float32[8,50,50]", at_once)
+    assert f["total"] == state + data + activations
+    monkeypatch.setattr(runtime, "available_memory", lambda: state + data + activations - 1)  # all but the last byte
+    with pytest.raises(TooBig) as err:
+        train(problem, opt, tasks, tests, keys, steps=2, log_every=1, lrs=[0.1, 0.2])
+    gib = lambda b: f"{b / 2**30:.3g} GiB"
+    assert str(err.value) == (
+        f"training 6 slot(s) (state {gib(state)}, tasks and held-out sets {gib(data)}, activations "
+        f"{gib(activations)}: {at_once} × float32[8,50,50]) needs at least {gib(f['total'])}, and this machine has "
+        f"{gib(f['total'] - 1)} available; lower train.batch, data.n, data.test_size or seeds (or train on a larger "
+        "machine)")
+
+
+def test_a_run_whose_attention_scores_cannot_fit_is_refused_in_one_line_before_compiling(tmp_path):
+    """ahn-relu's column form at n = 20 000: a batch of 64 prompts is 61 MiB, its (64, 20001, 20001) float32
+    scores 95 GiB — against this machine's real memory (no stub), refused with the numbers before anything compiles,
+    exit 2, the fresh run directory removed (before: XLA, or the C kernel, killed the process)."""
+    res = _cli("run", "ahn-relu", "--quick", "--set", "model.forward=columns", "--set", "data.n=20000",
+               "--set", "data.test_size=16", "--set", "train.batch=64", "--set", "train.steps=2", "--out",
+               tmp_path / "store")
+    line = _one_line(res)
+    assert res.exit_code == 2 and "activations 95.4 GiB: 1 × float32[64,20001,20001,1]) needs at least 95.4 GiB" in line
+    assert "GiB available; lower train.batch" in line and list((tmp_path / "store").iterdir()) == []
 
 
 @pytest.mark.e2e
@@ -341,6 +424,63 @@ def test_a_figure_that_cannot_be_written_is_a_crash_with_crash_json_and_no_parti
     run = err.value.rds[0].path
     assert "No space left on device" in json.loads((run / "crash.json").read_text())["error"]
     assert list((run / "figures").iterdir()) == [] and [r["status"] for r in list_runs(tmp_path)] == ["crashed"]
+
+
+_CLI_CALLS = """import json, sys
+from typer.testing import CliRunner
+from icldyn.cli import app
+print(json.dumps([(r.exit_code, r.stderr, r.stdout) for r in (CliRunner().invoke(app, a) for a in json.loads(sys.argv[1]))]))
+"""
+
+
+def _as_read_only(root: Path, calls: list[list[str]]) -> tuple[str, list]:
+    """CLI ``calls`` in one fresh process to which ``root`` is truly unwritable: a read-only bind mount in a private
+    mount namespace (``unshare -rm``, root or not), else, for a user other than root (whom permissions do not stop),
+    every file and folder under it without write permission. Returns the reason the system gives and each call's
+    (exit code, stderr, stdout)."""
+    cmd = [sys.executable, "-c", _CLI_CALLS, json.dumps(calls)]
+    if shutil.which("unshare") and subprocess.run(["unshare", "-rm", "true"], capture_output=True, check=False).returncode == 0:
+        mount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+        res = subprocess.run(["unshare", "-rm", "sh", "-c", mount, root, *cmd], capture_output=True, text=True,
+                             timeout=300, check=False)
+        return "Read-only file system", json.loads(res.stdout or "null") or pytest.fail(res.stderr[-2000:])
+    if os.geteuid() == 0:
+        pytest.skip("no mount namespace (unshare -rm) here, and root ignores permissions: nothing is unwritable")
+    paths = [root, *root.rglob("*")]
+    for p in paths:
+        p.chmod(p.stat().st_mode & ~0o222)
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    finally:
+        for p in paths:
+            p.chmod(p.stat().st_mode | 0o200)
+    return "Permission denied", json.loads(res.stdout or "null") or pytest.fail(res.stderr[-2000:])
+
+
+def test_an_unwritable_store_is_one_line_naming_it_and_is_still_read(pristine, tmp_path):
+    """A store that refuses writes (a read-only file system): a new run, a resumed run, a new and a resumed sweep are
+    each one line naming the store (or run directory), exit 2, nothing written; listing and querying it still work."""
+    root = tmp_path / "store"
+    shutil.copytree(pristine, root, symlinks=True)
+    run = _runs(root)[0]
+    for f in ("summary.json", "manifest.json", "report.md"):  # interrupted: resumable
+        (run / f).unlink()
+    sweep_id = next(root.glob("sweeps/*.json")).stem
+    before, (_, [(n,)]) = _digest(root), query(root, "SELECT count(*) FROM finals")
+    why, out = _as_read_only(root, [
+        ["run", "quickstart", "--out", str(root), *TINY_SETS], ["run", "--resume", str(run)],
+        ["sweep", "quickstart", "--grid", "train.lr=0.01,0.02", "--out", str(root), *TINY_SETS],
+        ["sweep", "--resume", sweep_id, "--out", str(root)],
+        ["runs", "--out", str(root)], ["query", "SELECT count(*) AS n FROM finals", "--json", "--out", str(root)]])
+    said = [err.strip() for _, err, _ in out[:4]]
+    assert [code for code, _, _ in out[:4]] == [2, 2, 2, 2] and all("\n" not in x for x in said), said
+    assert said[0].startswith(f"error: store {str(root)!r} cannot be written ({why}: {root}/"), said[0]
+    assert said[1] == f"error: --resume {str(run)!r}: the run directory cannot be written ({why}: {run}/.lock)"
+    assert all(x.startswith(f"error: store {str(root)!r} cannot be written ({why}: {root}/sweeps/") for x in said[2:])
+    (code, _, listing), (qcode, _, rows) = out[4:]
+    assert code == 0 and listing.count("finished") == 2 and "interrupted" in listing, listing
+    assert qcode == 0 and json.loads(rows) == [{"n": n}] and n == 3 * 2 * 2 * 10, rows  # runs, points, seeds, metrics
+    assert _digest(root) == before
 
 
 def test_crash_json_marks_a_run_even_when_the_disk_is_full(tmp_path, monkeypatch):

@@ -1,7 +1,16 @@
 """Sweeps (issue #7): every grid point a run directory, a record, learning rates as one program, resume skips
-finished points, the Ray backend gives the local numbers."""
+finished points, a Ray cluster whose worker has no icldyn gives the local numbers."""
 
+import contextlib
 import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -126,34 +135,114 @@ def test_bad_sweep_input_is_one_line(tmp_path):
     assert not list(tmp_path.glob("*/summary.json"))
 
 
-@pytest.mark.e2e
-def test_ray_backend_gives_the_local_numbers(tmp_path):
-    """A 2×2 grid, 2 seeds, on a local Ray instance started here: per point, the same metrics. One CPU: its two jobs
-    run one after the other in one worker, which imports JAX and icldyn once (measured on a loaded machine: 29 s
-    against 54 s for two workers starting side by side, which compete with the suite's other worker)."""
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(leaders: list[subprocess.Popen]) -> None:
+    """SIGTERM to the process groups ``leaders`` started (Ray nodes and their daemons), SIGKILL to what is left of
+    them after 3 s (a test cluster: nothing to save)."""
+    for p in leaders:
+        os.killpg(p.pid, signal.SIGTERM)
+    deadline, left = time.monotonic() + 3, list(leaders)
+    while left:
+        for p in list(left):
+            p.poll()  # reaped: a zombie leader would keep its group alive
+            try:
+                os.killpg(p.pid, signal.SIGKILL if time.monotonic() > deadline else 0)
+            except ProcessLookupError:
+                left.remove(p)
+        time.sleep(0.2)
+
+
+def _bare_venv(path: Path) -> Path:
+    """A venv with every package of this one — Ray and icldyn's dependencies — but icldyn: each linked, not copied
+    (cheap), icldyn's own entries (its package or dist-info, an editable install's path file and finder) left out.
+    Returns its python, checked to find no icldyn, neither the package nor its distribution."""
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", path], check=True)
+    site = path / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.startswith(("icldyn", "__editable__")) and not (site / entry.name).exists():
+            (site / entry.name).symlink_to(entry)
+    python = path / "bin" / "python"
+    probe = ("import importlib.metadata as m, importlib.util as u, ray, jax, optax; "
+             "print(u.find_spec('icldyn'), [d for d in m.distributions() if d.metadata['Name'] == 'icldyn'])")
+    assert subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout == "None []\n"
+    return python
+
+
+@pytest.fixture
+def ray_cluster(tmp_path, monkeypatch):
+    """A two-node Ray cluster on this machine, as ``ray start`` makes one: a head of no CPUs from this venv (so no
+    task can run there) and a worker node of one CPU started from a venv without icldyn, on free ports of
+    127.0.0.1; stopped by process group (``ray stop`` would stop every Ray on the machine). Yields the address."""
     import ray
 
+    port, temp = _free_port(), Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: socket paths ≤ 107 bytes
+    # no token: a driver caches Ray's auth settings when it first imports ray, which another test may have done
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"RAY_AUTH_MODE": "disabled"}
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    start = ["-m", "ray.scripts.scripts", "start", "--node-ip-address", "127.0.0.1", "--block",
+             "--disable-usage-stats"]
+    nodes, logs = [], contextlib.ExitStack()
+
+    def node(python, *args, log):
+        out = logs.enter_context(open(tmp_path / log, "w"))  # noqa: SIM115  (closed by the stack)
+        nodes.append(subprocess.Popen([python, *start, "--dashboard-agent-listen-port", str(_free_port()), *args],
+                                      stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+
+    try:
+        node(sys.executable, "--head", "--port", str(port), "--num-cpus", "0", "--include-dashboard", "false",
+             "--temp-dir", str(temp), log="head.log")
+        node(_bare_venv(tmp_path / "bare"), "--address", f"127.0.0.1:{port}", "--num-cpus", "1", log="worker.log")
+        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False, logging_level="WARNING")
+        try:
+            deadline = time.monotonic() + 180
+            while ray.cluster_resources().get("CPU", 0) < 1:  # the worker node registered
+                assert time.monotonic() < deadline and all(p.poll() is None for p in nodes), (
+                    (tmp_path / "head.log").read_text()[-1500:] + (tmp_path / "worker.log").read_text()[-1500:])
+                time.sleep(1)
+            assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+        finally:
+            ray.shutdown()
+        yield f"127.0.0.1:{port}"
+    finally:
+        _stop(nodes)
+        logs.close()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.e2e
+def test_a_two_node_ray_cluster_whose_worker_has_no_icldyn_gives_the_local_numbers(tmp_path, ray_cluster):
+    """A 2×2 grid (2 learning rates × 2 prompt lengths: two jobs, each a learning-rate axis), 2 seeds, on the cluster
+    of ``ray_cluster``: every task runs on the worker node, whose Python has no icldyn — it runs the code the driver
+    ships (``icldyn.sweep.shipped``). Per point the same metrics and parameters as the local backend, bit for bit;
+    every run directory published whole."""
     from icldyn.sweep import parse_axes, sweep
 
     raw = {"experiment": "quickstart", "seeds": 2, "grid": {"model.layers": [1]},
            "train": {"steps": 40, "log_every": 20, "batch": 64}, "data": {"test_size": 256}}
     axes = parse_axes(["train.lr=0.01,0.02", "data.n=10,15"])
     local = sweep(raw, False, axes, tmp_path / "local")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
-        remote = sweep(raw, False, axes, tmp_path / "ray", backend="ray")
-    finally:
-        ray.shutdown()
+    remote = sweep(raw, False, axes, tmp_path / "ray", backend="ray", address=ray_cluster)
+    import numpy as np
     import pyarrow.parquet as pq
 
-    def table(store, run_id):
+    def numbers(store, run_id):
         t = pq.read_table(store / run_id / "metrics.parquet").drop(["run_id"])
-        return t.sort_by([(c, "ascending") for c in ("point", "seed", "step", "metric")])
+        with np.load(store / run_id / "params.npz", allow_pickle=False) as z:
+            return t.sort_by([(c, "ascending") for c in ("point", "seed", "step", "metric")]), dict(z)
 
+    assert [p["job_size"] for p in remote["points"]] == [2, 2, 2, 2]  # two jobs of two points
     for a, b in zip(local["points"], remote["points"]):
         assert a["overrides"] == b["overrides"] and a["status"] == b["status"] == "finished"
-        assert table(tmp_path / "local", a["run_id"]).equals(table(tmp_path / "ray", b["run_id"]))
-        assert (tmp_path / "ray" / b["run_id"] / "params.npz").is_file()
+        (ta, pa), (tb, pb) = numbers(tmp_path / "local", a["run_id"]), numbers(tmp_path / "ray", b["run_id"])
+        assert ta.equals(tb) and pa.keys() == pb.keys() and all(np.array_equal(pa[k], pb[k]) for k in pa)
     assert not list((tmp_path / "ray").glob(".*.incoming"))
 
 

@@ -535,6 +535,12 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted", markup=False, highlight=False)
         sys.exit(130)
+    except OSError as err:  # a file the system refused (no permission, a read-only or full disk): named in one line
+        if os.environ.get("ICLDYN_DEBUG"):
+            raise
+        err_console.print(f"error: {err.filename + ': ' if err.filename else ''}{err.strerror or err}",
+                          markup=False, highlight=False, soft_wrap=True)
+        sys.exit(1)
     except Exception as err:  # a bug: still one line (ICLDYN_DEBUG=1 shows the traceback)
         if os.environ.get("ICLDYN_DEBUG"):
             raise

@@ -16,7 +16,7 @@ from icldyn import __version__, plots
 from icldyn.config import ConfigError, RunConfig, with_overrides
 from icldyn.plugins import get
 from icldyn.recipe import Recipe, Reporter, Result, SilentReporter, Table, Trained
-from icldyn.store import RunDir
+from icldyn.store import RunDir, writing
 
 
 def versions() -> dict[str, str]:
@@ -81,7 +81,8 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
     for cfg, rd in zip(cfgs, resume or [None] * len(cfgs)):
         if rd is None:
             rd = RunDir.create(store, cfg.experiment)
-            rd.write_config(cfg)
+            with writing(f"store {str(store)!r}"):
+                rd.write_config(cfg)
         rds.append(rd)
     reporter = reporter or SilentReporter()
     start = time.time()

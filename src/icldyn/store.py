@@ -17,6 +17,7 @@ import math
 import os
 import re
 import secrets
+import shutil
 import sys
 import tempfile
 import threading
@@ -39,6 +40,19 @@ METRICS_SCHEMA = pa.schema([("run_id", pa.string()), ("point", pa.string()), ("s
 
 class StoreError(ValueError):
     """A run or store path that cannot be used; the message is one line."""
+
+
+@contextmanager
+def writing(what: str) -> Iterator[None]:
+    """An OSError inside (a read-only or full file system, no permission) becomes one StoreError line naming
+    ``what`` (e.g. ``store '/data/runs'``) and the system's reason."""
+    try:
+        yield
+    except (StoreError, FileExistsError):  # FileExistsError: a clash, not a store that refuses writes
+        raise
+    except OSError as err:
+        raise StoreError(f"{what} cannot be written ({err.strerror or type(err).__name__}"
+                         + (f": {err.filename}" if err.filename else "") + ")") from None
 
 
 class RunDamaged(StoreError):
@@ -139,8 +153,13 @@ class RunDir:
             raise StoreError(f"store {str(root)!r} cannot be created: {err.strerror}") from None
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{secrets.token_hex(3)}"
         path = root / run_id
-        path.mkdir()  # exclusive: fails rather than reuse
-        return cls(path)
+        with writing(f"store {str(root)!r}"):
+            path.mkdir()  # exclusive: fails rather than reuse
+            try:
+                return cls(path)
+            except OSError:
+                shutil.rmtree(path, ignore_errors=True)
+                raise
 
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
@@ -155,7 +174,8 @@ class RunDir:
             hurt = damage(path)
             raise StoreError(f"--resume {str(path)!r}: the run already finished ({done} exists)"
                              + (f"; it is damaged ({hurt}): start a new run" if hurt else ""))
-        return cls(path)
+        with writing(f"--resume {str(path)!r}: the run directory"):
+            return cls(path)
 
     def write_metrics_part(self, label: str, step: int, rows: dict[str, list]) -> None:
         table = pa.table(rows, schema=METRICS_SCHEMA)
@@ -170,9 +190,10 @@ class RunDir:
         return self.path / "checkpoint" / f"{_tag(label)}.npz", self.path / "checkpoint" / f"{_tag(label)}.prev.npz"
 
     def save_checkpoint(self, label: str, arrays: dict[str, np.ndarray]) -> None:
-        """The point's checkpoint, the SHA-256 of its arrays inside; the one it replaces is kept as the previous."""
+        """The point's checkpoint, the SHA-256 of its arrays and its point inside; the one it replaces is kept as the
+        previous."""
         path, prev = self._checkpoints(label)
-        digest = _digest(arrays)
+        digest = _digest(arrays, _tag(label))
         if path.is_file():
             os.replace(path, prev)
         _atomic(path, lambda f: np.savez(f, **arrays, **{DIGEST: np.asarray(digest)}))
@@ -244,9 +265,10 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _digest(arrays: dict[str, np.ndarray]) -> str:
-    """SHA-256 of named arrays: every name, dtype, shape and byte, in name order."""
-    h = hashlib.sha256()
+def _digest(arrays: dict[str, np.ndarray], point: str = "") -> str:
+    """SHA-256 of named arrays — every name, dtype, shape and byte, in name order — and of the ``point`` (a
+    checkpoint's point tag: a sound checkpoint copied over another point's fails it)."""
+    h = hashlib.sha256(f"{point}|".encode())
     for k in sorted(arrays):
         a = np.ascontiguousarray(arrays[k])
         h.update(f"{k}|{a.dtype.str}|{a.shape}|".encode())
@@ -255,7 +277,8 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
 
 
 def read_checkpoint(path: Path) -> dict[str, np.ndarray]:
-    """A checkpoint's arrays, verified against the hash saved inside it; RunDamaged names what is wrong."""
+    """A checkpoint's arrays, verified against the hash saved inside it (of its arrays and its point, the tag its
+    file is named by); RunDamaged names what is wrong — one without a hash is not trusted either."""
     rel = f"{path.parent.name}/{path.name}"
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -263,8 +286,11 @@ def read_checkpoint(path: Path) -> dict[str, np.ndarray]:
     except Exception as err:  # BadZipFile, a bad CRC, a truncated member, not an .npz at all, …
         raise RunDamaged(path.parent.parent.name, rel, _why(err)) from None
     stored = arrays.pop(DIGEST, None)
-    if stored is not None and str(stored) != _digest(arrays):
-        raise RunDamaged(path.parent.parent.name, rel, "its arrays do not match the hash saved with them")
+    if stored is None:
+        raise RunDamaged(path.parent.parent.name, rel, "no hash saved with it (not a checkpoint icldyn wrote)")
+    if str(stored) != _digest(arrays, path.name.split(".", 1)[0]):
+        raise RunDamaged(path.parent.parent.name, rel,
+                         "its arrays do not match the hash saved with them (changed, or another point's)")
     return arrays
 
 

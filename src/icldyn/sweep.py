@@ -41,11 +41,11 @@ import pyarrow.parquet as pq
 
 from icldyn import plots
 from icldyn.config import ConfigError, RunConfig, build, known_field, parse_value, set_dotted
-from icldyn.plugins import get, recipe_of
+from icldyn.plugins import GROUP, get, recipe_of
 from icldyn.recipe import Point, Reporter, Result, SilentReporter
 from icldyn.runner import execute_group, execution, versions
 from icldyn.runner import report as report_md
-from icldyn.store import RunDamaged, RunDir, StoreError, damage, read_record, write_json, write_text
+from icldyn.store import RunDamaged, RunDir, StoreError, damage, read_record, write_json, write_text, writing
 
 TOP_LEVEL = ("seeds", "seed")
 MAX_JOB = 64  # points per job at most: a job's slots, states and held-out sets all live in memory at once
@@ -188,6 +188,34 @@ def publish(store: Path, run_id: str, files: dict[str, bytes]) -> None:
     os.rename(tmp, store / run_id)
 
 
+def shipped(folder: Path) -> dict[str, Any]:
+    """The Ray ``runtime_env`` that ships icldyn and every installed plug-in to the workers, so that a node with a
+    bare Python (Ray and icldyn's dependencies, no icldyn) runs a sweep: each plug-in's top-level package (icldyn's
+    own papers included) as ``py_modules``, and beside it a minimal ``<name>-<version>.dist-info`` of each
+    distribution registering ``icldyn.papers`` entry points (its METADATA and ``entry_points.txt``), through which
+    the worker finds the same plug-ins (written into ``folder``). Ray uploads each folder when the job starts
+    (``ray.init(runtime_env=…)``; once per content: it is named by its hash). A driver that calls ``ray.init`` itself
+    passes ``runtime_env=shipped(folder)`` for the same."""
+    import importlib
+    import importlib.metadata
+
+    import icldyn
+
+    code, dists = {"icldyn": Path(icldyn.__file__).parent}, {}
+    for ep in importlib.metadata.entry_points(group=GROUP):
+        top = importlib.import_module(ep.value.split(":")[0].split(".")[0])
+        code[top.__name__] = Path(top.__file__).parent if top.__file__.endswith("__init__.py") else Path(top.__file__)
+        if ep.dist is not None:
+            dists.setdefault(ep.dist.name, ep.dist)
+    for name, dist in sorted(dists.items()):
+        info = folder / f"{name.replace('-', '_')}-{dist.version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {dist.version}\n")
+        (info / "entry_points.txt").write_text(dist.read_text("entry_points.txt") or "")
+    return {"py_modules": [str(p) for p in code.values()] + [str(p) for p in sorted(folder.glob("*.dist-info"))],
+            "excludes": ["__pycache__", "*.pyc"]}
+
+
 def _ray_runner(address: str | None):
     """(submit, wait) over Ray: submit(cfgs) -> future; wait(futures) -> (done future, [(run_id, files)])."""
     try:
@@ -197,9 +225,11 @@ def _ray_runner(address: str | None):
     import jax
 
     started = not ray.is_initialized()
-    if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False) if address else ray.init(
-            include_dashboard=False, log_to_driver=False)
+    if started:  # the job ships icldyn and its plug-ins (Ray uploads folders only for a whole job)
+        with tempfile.TemporaryDirectory(prefix="icldyn-ship-") as folder:
+            env = shipped(Path(folder))
+            quiet = {"runtime_env": env, "log_to_driver": False, "logging_level": "WARNING"}
+            ray.init(address=address, **quiet) if address else ray.init(include_dashboard=False, **quiet)
     gpus = 1 if jax.default_backend() == "gpu" else 0
 
     def submit(cfgs: list[RunConfig]):
@@ -236,8 +266,9 @@ def sweep(raw: dict[str, Any] | None, quick: bool, axes: dict[str, list] | None,
     if not record["points"]:
         record["points"] = [{"overrides": over, "run_id": None, "status": "pending"} for over, _ in configs]
     path = _record_path(store, record["sweep_id"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, record)
+    with writing(f"store {str(store)!r}"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, record)
 
     def finished_run(i: int) -> bool:
         run_id = record["points"][i]["run_id"]

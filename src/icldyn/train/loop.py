@@ -205,18 +205,61 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
     return state._replace(params=tile(state.params), opt_state=opt_state)
 
 
+_MATERIALISED = ("dot_general", "conv_general_dilated", "pure_callback")  # outputs XLA always keeps as buffers
+
+
+def _largest_product(jaxpr) -> tuple[int, str]:
+    """(bytes, shape) of the largest array a matrix product (or a host callback) of ``jaxpr`` returns, its
+    sub-programs included. Those outputs are buffers XLA materialises; elementwise results may be fused away, so
+    they are not counted, and the estimate stays a lower bound."""
+    from jax.extend.core import subjaxprs
+
+    best = max(((v.aval.size * v.aval.dtype.itemsize, f"{v.aval.str_short()}") for e in jaxpr.eqns
+                if e.primitive.name in _MATERIALISED for v in e.outvars), default=(0, ""))
+    return max([best, *(_largest_product(sub) for sub in subjaxprs(jaxpr))])
+
+
+def footprint(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: jax.Array,
+              copies: int = 1) -> dict[str, Any]:
+    """A lower bound on the memory one training chunk needs, from shapes alone (``jax.eval_shape`` and
+    ``jax.make_jaxpr``: nothing allocated or compiled), in bytes: ``state`` — params and optimiser state of every
+    slot and every seed's batch (its learning-rate copies share it), twice (the chunk's input and the loop's carry:
+    XLA keeps both); ``data`` — the tasks and held-out sets; ``activations`` — the largest array a matrix product of
+    one slot's step computes (drawing a batch, the loss and its gradient, or the held-out evaluation), times the
+    slots computing it at once (every slot where seeds are vmapped, a seed's learning-rate copies where seeds are
+    ``lax.map``-ed); ``total`` — their sum. ``largest`` names that array (dtype and shape), ``at_once`` its count,
+    ``slots`` the program's slots. A C kernel's own scratch memory (inside its ``pure_callback``) is not seen."""
+    size = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
+    one = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
+    state = jax.eval_shape(lambda t, k: init_states(problem, opt, t, k), tasks, keys)
+    params, batch, task, test, key = one(state.params), one(state.batch), one(tasks), one(tests), one(keys)
+    at_once = copies * len(keys) if problem.seed_map == "vmap" else copies
+    draw = lambda task, key, step: _sampler(problem, step)(task, key)
+    step = jax.ShapeDtypeStruct((), jnp.int32)
+    parts = [(draw, (task, key, step), len(keys) if problem.seed_map == "vmap" else 1),
+             (jax.value_and_grad(problem.loss), (params, batch), at_once),
+             (problem.evaluate, (params, task, test), at_once)]
+    largest, shape, times = 0, "", 1
+    for f, args, n in parts:
+        got, what = _largest_product(jax.make_jaxpr(f)(*args).jaxpr)
+        if got * n > largest * times:
+            largest, shape, times = got, what, n
+    own = copies * size((state.params, state.opt_state)) + size((state.batch, state.key, state.step))
+    out = {"state": 2 * own, "data": size(tasks) + size(tests), "activations": largest * times,
+           "largest": shape, "slots": copies * len(keys), "at_once": times}
+    return {**out, "total": out["state"] + out["data"] + out["activations"]}
+
+
 def _check_fits(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: jax.Array, copies: int) -> None:
-    """Refuse, before anything compiles, a program whose training state (params, optimiser state and batch of every
-    slot, shapes from ``jax.eval_shape``: nothing allocated) twice over — the state and its update — with the tasks
-    and held-out sets does not fit in the memory available (:func:`icldyn.runtime.check_fits`)."""
+    """Refuse, before anything compiles, a program whose :func:`footprint` does not fit in the memory available
+    (:func:`icldyn.runtime.check_fits`), in one line with the estimate, its parts and the limit."""
     from icldyn.runtime import check_fits
 
-    size = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))  # noqa: E731
-    state = jax.eval_shape(lambda t, k: init_states(problem, opt, t, k), tasks, keys)
-    batch = ", ".join(str(x.shape) for x in jax.tree.leaves(state.batch))[:80]
-    check_fits(f"training {copies * len(keys)} slot(s) (batch arrays {batch})",
-               2 * copies * size(state) + size(tasks) + size(tests),
-               "lower train.batch, data.n or seeds (or train on a larger machine)")
+    f = footprint(problem, opt, tasks, tests, keys, copies)
+    gib = lambda b: f"{b / 2**30:.3g} GiB"
+    check_fits(f"training {f['slots']} slot(s) (state {gib(f['state'])}, tasks and held-out sets {gib(f['data'])}, "
+               f"activations {gib(f['activations'])}: {f['at_once']} × {f['largest'] or 'no product'})", f["total"],
+               "lower train.batch, data.n, data.test_size or seeds (or train on a larger machine)")
 
 
 def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: jax.Array, *,
