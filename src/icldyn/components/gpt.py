@@ -22,7 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import Field
 
-from icldyn.config import ModelSection, RunConfig
+from icldyn.config import ModelSection, Predict, RunConfig
+from icldyn.errors import ConfigError
 
 Params = dict[str, Any]
 
@@ -56,6 +57,19 @@ class GPTModel(ModelSection):
     def execution(self, cfg: RunConfig) -> dict[str, Any]:
         E, L, H = self.dims()
         return {"gpt": f"n_embd {E}, layers {L}, heads {H}"}
+
+    def predictor(self, cfg: RunConfig) -> Predict:
+        """ŷ at the query (the last x token) of prompts up to the trained length n + 1 (the learned positions end
+        there: a longer prompt is refused in one line)."""
+        H, longest = self.dims()[2], cfg.data.n + 1
+
+        def at_query(params, prompts):
+            if prompts.X.shape[1] > longest:
+                raise ConfigError(f"the GPT was trained on prompts of {longest} points (its learned positions); "
+                                  f"{prompts.X.shape[1]} points are beyond them")
+            return predict(params, prompts.X, prompts.y, H)[:, -1]
+
+        return at_query
 
 
 def init(key: jax.Array, d: int, n_points: int, n_embd: int, n_layer: int, n_head: int, dtype=jnp.float32) -> Params:
