@@ -46,7 +46,6 @@ def main() -> None:
                                " intra_op_parallelism_threads=1").strip()
     import jax
     import jax.numpy as jnp
-    import numpy as np
     import optax
     import torch
 

@@ -46,10 +46,12 @@ class FunctionClass(DataSection):
     n: int = Field(40, ge=1, le=100_000, description="context examples n: a prompt has n + 1 points, each predicted "
                    "(arXiv 2208.01066: 41 points)")
     scale: float = Field(1.0, gt=0.0, description="s: the output scale (arXiv 2208.01066's `scale`)")
-    dims_start: int | None = Field(None, ge=1, description="curriculum: active dimensions at step 0 (arXiv 2208.01066: 5); "
+    dims_start: int | None = Field(None, ge=1, description="curriculum: active dimensions at step 0 "
+                                   "(arXiv 2208.01066: 5); "
                                    "none = no dimension curriculum")
     dims_inc: int = Field(1, ge=1, description="curriculum: dimensions added per stage")
-    points_start: int | None = Field(None, ge=1, description="curriculum: points per prompt at step 0 (arXiv 2208.01066: 11); "
+    points_start: int | None = Field(None, ge=1, description="curriculum: points per prompt at step 0 "
+                                     "(arXiv 2208.01066: 11); "
                                      "none = no length curriculum")
     points_inc: int = Field(2, ge=1, description="curriculum: points added per stage")
     curriculum_every: int = Field(2000, ge=1, description="curriculum: steps per stage (arXiv 2208.01066: 2000)")
@@ -134,7 +136,7 @@ class Stage(NamedTuple):
 def stage(cfg: FunctionClass, step: jax.Array) -> Stage:
     """The curriculum's stage at ``step`` (arXiv 2208.01066's ``Curriculum``: start + inc · ⌊step / every⌋, capped)."""
     k = jnp.asarray(step, jnp.int32) // cfg.curriculum_every
-    grow = lambda start, inc, end: end if start is None else jnp.minimum(start + inc * k, end)
+    grow = lambda start, inc, end: end if start is None else jnp.minimum(start + inc * k, end)  # noqa: E731
     return Stage(jnp.asarray(grow(cfg.dims_start, cfg.dims_inc, cfg.d), jnp.int32),
                  jnp.asarray(grow(cfg.points_start, cfg.points_inc, cfg.n + 1), jnp.int32))
 
@@ -193,8 +195,9 @@ def _evaluate(cfg: FunctionClass, kf, ke, X, active, dtype) -> jax.Array:
 
 
 def second_moment(cfg: FunctionClass) -> float:
-    """E f(x)² at the final stage: the normaliser of the classes' errors (arXiv 2208.01066's squared error / d for the regression
-    classes) — d s² (linear, quadratic, ReLU networks), sparsity · s², d s² + σ² (noisy), 1 (tree, classification)."""
+    """E f(x)² at the final stage: the normaliser of the classes' errors (the squared error / d of arXiv 2208.01066
+    for the regression classes) — d s² (linear, quadratic, ReLU networks), sparsity · s², d s² + σ² (noisy),
+    1 (tree, classification)."""
     return {"sparse_linear_regression": cfg.scale**2 * getattr(cfg, "sparsity", 0),
             "noisy_linear_regression": cfg.scale**2 * cfg.d + getattr(cfg, "noise_std", 0.0) ** 2,
             "linear_classification": 1.0, "decision_tree": 1.0}.get(cfg.kind, cfg.scale**2 * cfg.d)

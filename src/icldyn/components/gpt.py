@@ -1,6 +1,6 @@
 """A GPT-2-style decoder on interleaved (x, y) prompts: the model of *What can transformers learn in-context?*
-(NeurIPS 2022, arXiv 2208.01066, §2-3; their ``TransformerModel``: a Hugging Face ``GPT2Model`` between a linear read-in and a linear
-read-out).
+(NeurIPS 2022, arXiv 2208.01066, §2-3; their ``TransformerModel``: a Hugging Face ``GPT2Model`` between a linear
+read-in and a linear read-out).
 
 A prompt (x₁, f(x₁), …, x_k, f(x_k)) becomes 2k tokens z ∈ R^d — x_i, then (y_i, 0, …, 0) — read in by a linear map
 to R^E, with learned positions; GPT-2 blocks (pre-LayerNorm, multi-head causal softmax attention, GELU MLP of width
@@ -27,7 +27,8 @@ from icldyn.errors import ConfigError
 
 Params = dict[str, Any]
 
-SIZES = {"tiny": (64, 3, 2), "small": (128, 6, 4), "standard": (256, 12, 8)}  # n_embd, n_layer, n_head (arXiv 2208.01066 §3)
+# n_embd, n_layer, n_head (arXiv 2208.01066 §3)
+SIZES = {"tiny": (64, 3, 2), "small": (128, 6, 4), "standard": (256, 12, 8)}
 LN_EPS = 1e-5  # GPT2Config.layer_norm_epsilon
 INIT_STD = 0.02  # GPT2Config.initializer_range
 
@@ -35,12 +36,13 @@ INIT_STD = 0.02  # GPT2Config.initializer_range
 class GPTModel(ModelSection):
     """arXiv 2208.01066's GPT-2 decoder (arXiv 2208.01066 §3), sized by ``size`` or explicit dimensions."""
 
-    kind: Literal["gpt"] = Field("gpt", description="GPT-2-style decoder on interleaved (x, y) tokens (arXiv 2208.01066)")
+    kind: Literal["gpt"] = Field("gpt", description="GPT-2-style decoder on (x, y) tokens (arXiv 2208.01066)")
     data_kinds: ClassVar[tuple[str, ...]] = (
         "linear_regression", "sparse_linear_regression", "noisy_linear_regression", "linear_classification",
         "quadratic_regression", "relu_2nn_regression", "decision_tree", "prompts", "laws")
     size: Literal["tiny", "small", "standard"] = Field(
-        "tiny", description="arXiv 2208.01066's sizes (n_embd / layers / heads): tiny 64/3/2, small 128/6/4, standard 256/12/8")
+        "tiny", description="sizes of arXiv 2208.01066 (n_embd / layers / heads): tiny 64/3/2, small 128/6/4, "
+        "standard 256/12/8")
     n_embd: int | None = Field(None, ge=1, le=4096, description="embedding width E (overrides size)")
     n_layer: int | None = Field(None, ge=1, le=64, description="GPT-2 blocks (overrides size)")
     n_head: int | None = Field(None, ge=1, le=64, description="attention heads; must divide n_embd (overrides size)")
@@ -78,8 +80,8 @@ def init(key: jax.Array, d: int, n_points: int, n_embd: int, n_layer: int, n_hea
     ``n_points``: the longest prompt (2 · n_points positions)."""
     E, L = n_embd, n_layer
     ks = iter(jax.random.split(key, 10))
-    normal = lambda shape, std=INIT_STD: std * jax.random.normal(next(ks), shape, dtype)
-    uniform = lambda shape, fan_in: jax.random.uniform(
+    normal = lambda shape, std=INIT_STD: std * jax.random.normal(next(ks), shape, dtype)  # noqa: E731
+    uniform = lambda shape, fan_in: jax.random.uniform(  # noqa: E731
         next(ks), shape, dtype, -1.0 / np.sqrt(fan_in), 1.0 / np.sqrt(fan_in))
     zeros, ones = (lambda *s: jnp.zeros(s, dtype)), (lambda *s: jnp.ones(s, dtype))
     proj_std = INIT_STD / (2 * L) ** 0.5
@@ -154,7 +156,7 @@ def from_state_dict(state: dict[str, Any], dtype=jnp.float32) -> Params:
     h: Params = {"ln_1": {}, "ln_2": {}, "attn": {}, "mlp": {}}
     for (group, name), hf in _HF_BLOCK.items():
         h[group][name] = jnp.asarray(np.stack([arr[f"_backbone.h.{i}.{hf}"] for i in layers]), dtype)
-    cast = lambda a: jnp.asarray(a, dtype)
+    cast = lambda a: jnp.asarray(a, dtype)  # noqa: E731
     params = {
         "read_in": {"w": cast(arr["_read_in.weight"].T), "b": cast(arr["_read_in.bias"])},
         "wpe": cast(arr["_backbone.wpe.weight"]),

@@ -1,6 +1,6 @@
-"""The baseline zoo of arXiv 2208.01066 (NeurIPS 2022, arXiv 2208.01066 §3-4; their ``src/models.py``), evaluated at every
-prefix of a prompt: for prompts X (b, m, d), y (b, m), each algorithm returns (b, m) predictions, the i-th made
-from the points before it, (x_j, y_j)_{j<i}, at x_i (ŷ₀ = 0: nothing seen). That is exactly what a causal
+"""The baseline zoo of *What can transformers learn in-context?* (NeurIPS 2022, arXiv 2208.01066 §3-4; their
+``src/models.py``), evaluated at every prefix of a prompt: for prompts X (b, m, d), y (b, m), each algorithm
+returns (b, m) predictions, the i-th made from the points before it, (x_j, y_j)_{j<i}, at x_i (ŷ₀ = 0: nothing seen). That is exactly what a causal
 transformer's i-th output sees, so every curve of a figure is on the same prompts and the same footing.
 
 Vectorised in ``jax.numpy`` over prompts and prefixes: least squares (minimum norm), ridge (the posterior mean under
@@ -99,7 +99,8 @@ def tuned_step(X_val: jax.Array, y_val: jax.Array, steps: int = 1, P: jax.Array 
 def two_layer_network(X: jax.Array, y: jax.Array, key: jax.Array, hidden: int = 100, steps: int = 100,
                       lr: float = 5e-3) -> jax.Array:
     """A two-layer ReLU network trained by ``steps`` of full-batch Adam on each prefix from PyTorch's default
-    initialisation, predicting at x_i (arXiv 2208.01066's ``GDModel`` for the ReLU-network class: hidden 100, Adam 5·10⁻³,
+    initialisation, predicting at x_i (the ``GDModel`` of arXiv 2208.01066 for the ReLU-network class: hidden 100,
+    Adam 5·10⁻³,
     100 steps; their batch of 100 is the whole prefix for prompts of ≤ 100 points)."""
     b, m, d = X.shape
     M = _mask(m, X.dtype)
@@ -110,10 +111,10 @@ def two_layer_network(X: jax.Array, y: jax.Array, key: jax.Array, hidden: int = 
 
     def fit(key, Xb, yb, row):
         k1, k2, k3, k4 = jax.random.split(key, 4)
-        u = lambda k, shape, fan: jax.random.uniform(k, shape, X.dtype, -1 / np.sqrt(fan), 1 / np.sqrt(fan))
+        u = lambda k, shape, fan: jax.random.uniform(k, shape, X.dtype, -1 / np.sqrt(fan), 1 / np.sqrt(fan))  # noqa: E731
         p = {"W1": u(k1, (d, hidden), d), "b1": u(k2, (hidden,), d), "w2": u(k3, (hidden,), hidden),
              "b2": u(k4, (), hidden)}
-        loss = lambda p: jnp.sum(row * jnp.square(net(p, Xb) - yb)) / jnp.maximum(row.sum(), 1)
+        loss = lambda p: jnp.sum(row * jnp.square(net(p, Xb) - yb)) / jnp.maximum(row.sum(), 1)  # noqa: E731
 
         def step(carry, _):
             p, s = carry

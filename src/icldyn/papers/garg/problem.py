@@ -85,8 +85,8 @@ def build(cfg: RunConfig) -> Setup:
     draw = made[0][1]
     final = 2**30  # a step past every curriculum stage: held-out prompts are the last stage's
     size = cfg.data.test_size
-    held = lambda which: [draw(t, held_out_key(s, which), size, final) for (t, _), s in zip(made, seeds)]
-    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
+    held = lambda which: [draw(t, held_out_key(s, which), size, final) for (t, _), s in zip(made, seeds)]  # noqa: E731
+    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)  # noqa: E731
     tasks, tests, vals = stack([t for t, _ in made]), stack(held(TEST_KEY)), stack(held(VAL_KEY))
     keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 0) for s in seeds])
 

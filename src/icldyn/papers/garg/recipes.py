@@ -146,7 +146,8 @@ RECIPES = [
     _recipe("garg-linear", "linear_regression", "Garg et al. Fig. 2: a GPT learns linear regression in context, "
             "error vs k beside least squares, 3-NN, averaging, tuned GD (paper size: standard model, curriculum)"),
     Recipe(name="garg-linear-cpu", paper="garg", base="garg-linear",
-           description="garg-linear at a CPU size: d = 5, 11 points, the tiny GPT, 20 000 Adam steps (≈ 19 CPU-minutes)",
+           description="garg-linear at a CPU size: d = 5, 11 points, the tiny GPT, 20 000 Adam steps "
+           "(≈ 19 CPU-minutes)",
            defaults={"seeds": 1, "data": {"kind": "linear_regression", "d": 5, "n": 10, "test_size": 1000},
                      "model": {"kind": "gpt", "size": "tiny"},
                      "train": {"optimizer": "adam", "lr": 1e-3, "batch": 64, "steps": 20_000, "log_every": 1000}},
