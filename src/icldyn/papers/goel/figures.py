@@ -6,6 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from icldyn import plots
 from icldyn.config import RunConfig
 from icldyn.papers.goel.results import GoelResult
 from icldyn.plots import save, series
@@ -25,17 +26,25 @@ def figures(cfg: RunConfig, result: GoelResult, rows: dict[str, list], rd) -> li
         style = "-" if p.oracle == "population" else ":"
         for ax, metric in zip(axes, ("excess_loss", "p_distance")):
             x, m, lo, hi = series(rows, p.point, metric)
-            ax.plot(x, np.maximum(m, 1e-17), style, color=f"C{i % 10}", label=p.point)
+            if not len(x):
+                continue
+            ax.plot(x, np.maximum(m, 1e-17), style, color=f"C{i % 10}", label=plots.readable(p.point))
             ax.fill_between(x, np.maximum(lo, 1e-17), np.maximum(hi, 1e-17), color=f"C{i % 10}", alpha=0.15)
-    axes[0].axhline(result.target or 1e-8, color="k", lw=0.6, ls="--")
-    axes[0].set(yscale="log", xlabel="iteration", ylabel="L(θ) − L* (exact)", title="excess population loss")
-    axes[1].set(yscale="log", xlabel="iteration", ylabel="‖θ − Π_S(θ)‖_P", title="P-distance to the manifold S")
-    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # outside: the curves stay visible
+    axes[0].axhline(result.target or 1e-8, color="k", lw=0.6, ls="--", label=f"target {result.target or 1e-8:g}")
+    axes[0].set(yscale="log", xlabel="iteration", ylabel="L(θ) − L* (exact; log scale)",
+                title="excess population loss (floored at 1e-17)")
+    axes[1].set(yscale="log", xlabel="iteration", ylabel="‖θ − Π_S(θ)‖_P (log scale)",
+                title="P-distance to the manifold S")
+    plots.note_missing(axes[0], [plots.readable(p.point) for p in points
+                                 if not len(series(rows, p.point, "excess_loss")[0])])
+    plots.legend(axes[1], fontsize=7)  # outside: the curves stay visible
     fig.suptitle(f"{cfg.experiment} (solid: exact population gradient; dotted: sampled prompts, n={cfg.data.n})\n"
                  f"{sub}", fontsize=9)
     names.append(save(fig, rd, "convergence"))
 
     if result.slope is not None:
+        gone = [p for p in points if not np.isfinite(p.floor)]  # a diverged point has no floor: named, not drawn
+        points = [p for p in points if np.isfinite(p.floor)]
         ns = np.array([p.n for p in points], float)
         floors = np.array([p.floor for p in points])
         per_seed = [[s.floor for s in p.seeds] for p in points]
@@ -48,24 +57,30 @@ def figures(cfg: RunConfig, result: GoelResult, rows: dict[str, list], rd) -> li
         ax.plot(ns, bound * floors[-1] / bound[-1], "k--",
                 label=f"n⁻² log⁶ n (scaled), slope {result.bound_slope:.2f}")
         ax.plot(ns, floors[0] * (ns / ns[0]) ** -2.0, "k:", lw=0.8, label="n⁻²")
-        ax.set(xscale="log", yscale="log", xlabel="samples per prompt n", ylabel="floor L(θ) − L*",
-               title=f"{cfg.experiment}: Algorithm 1, sampled gradients\n{sub}")
-        ax.legend(fontsize=8)
+        ax.plot([], [], ".", color="C0", alpha=0.4, label="each seed")
+        ax.set(xscale="log", yscale="log", xlabel="samples per prompt n (log scale)",
+               ylabel="floor L(θ) − L* (log scale)", title=f"{cfg.experiment}: Algorithm 1, sampled gradients\n{sub}")
+        plots.note_missing(ax, [f"n = {p.n}" for p in gone], "diverged, no floor")
+        plots.legend(ax)
         names.append(save(fig, rd, "floor_vs_n"))
 
     if cfg.experiment == "goel-conditioning":
         fig, ax = plt.subplots(figsize=(6.4, 4.3))
-        reached = False
+        budget = cfg.train.steps
         for i, name in enumerate(dict.fromkeys(p.method for p in points)):
-            sel = [p for p in points if p.method == name]
+            sel = sorted((p for p in points if p.method == name), key=lambda p: p.kappa or 0.0)
             steps = [p.steps_to_target if p.steps_to_target is not None else np.nan for p in sel]
-            reached = reached or bool(np.isfinite(steps).any())
-            ax.plot([p.kappa for p in sel], steps, "o-", color=f"C{i}", label=name)
-        ax.axhline(cfg.train.steps, color="k", lw=0.6, ls="--", label="budget (not reached above)")
-        scale = "log" if reached else "linear"  # none reached: nothing to draw on log axes
-        ax.set(xscale=scale, yscale=scale, xlabel="κ(Σ)",
-               ylabel=f"iterations to L − L* < {result.target or 1e-8:g}",
+            kap = [p.kappa for p in sel]
+            ax.plot(kap, steps, "o-", color=f"C{i}", label=f"{plots.readable(name)} (best η)")
+            miss = [k for k, s in zip(kap, steps) if not np.isfinite(s)]
+            if miss:  # not reached within the budget: an open marker on the budget line, never a silent gap
+                ax.plot(miss, [budget] * len(miss), "^", mfc="none", mec=f"C{i}", ms=9,
+                        label=f"{plots.readable(name)}: not reached by {budget} at κ = "
+                        + ", ".join(f"{k:g}" for k in miss))
+        ax.axhline(budget, color="k", lw=0.6, ls="--", label=f"budget ({budget} iterations)")
+        ax.set(xscale="log", yscale="log", xlabel="κ(Σ) (log scale)",
+               ylabel=f"iterations to stay below L − L* < {result.target or 1e-8:g} (log scale)",
                title=f"{cfg.experiment}\n{sub}")
-        ax.legend(fontsize=8)
+        plots.legend(ax)
         names.append(save(fig, rd, "iterations_vs_kappa"))
     return names
