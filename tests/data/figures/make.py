@@ -2,7 +2,9 @@
 
 Each recipe runs once at its quick size shortened further (``TINY``), and ``<recipe>.json.gz`` keeps the overrides
 that rebuild its config, its summary's points and its metric rows (at most ``KEEP`` logged steps per series).
-Regenerate after a result type changes: ``python tests/data/figures/make.py [RECIPE ...]`` (≈ 5 min on 2 cores).
+Regenerate after a result type changes: ``python tests/data/figures/make.py [RECIPE ...]`` (≈ 10 min on 2 cores).
+A recipe listed in ``FROM_DOCS`` is recorded from the run that draws its figures in ``docs/results/`` (the command
+the docs page names); ``--store DIR`` keeps the run directories (their figures are the docs figures).
 """
 
 from __future__ import annotations
@@ -36,6 +38,16 @@ TINY: dict[str, dict] = {
 }
 
 
+# recipe → (quick, overrides) of the docs run recorded instead of a tiny one (docs/results/*.md name the commands)
+FROM_DOCS: dict[str, tuple[bool, dict]] = {
+    "linattn-adam-vs-sgd": (True, {}), "linattn-noise": (True, {}), "linattn-condition": (True, {}),
+    "linattn-smoothness": (True, {}), "linattn-rotation-adam": (True, {}), "linattn-rotation-p0": (True, {}),
+    "linattn-rotation-lbfgs": (True, {}),
+    "huang-balanced": (False, {}), "huang-imbalanced": (False, {}), "huang-phase-scaling": (False, {}),
+    "goel-conditioning": (False, {}),
+}
+
+
 def thin(rows: dict[str, list]) -> dict[str, list]:
     """At most KEEP logged steps per (point, seed, metric), evenly spaced, the last kept."""
     steps = np.asarray(rows["step"])
@@ -49,19 +61,25 @@ def thin(rows: dict[str, list]) -> dict[str, list]:
     return {k: [v for v, ok in zip(vals, keep) if ok] for k, vals in rows.items() if k != "run_id"}
 
 
-def record(name: str, store: Path) -> None:
+def record(name: str, store: Path, docs: bool) -> None:
     from icldyn import plugins
     from icldyn.config import merge
     from icldyn.runner import execute
 
-    base = {} if name == "linattn-noise" else STEPS  # nothing trains there: no train.log_every
-    over = {"experiment": name, **merge(base, TINY.get(name, {})), "seeds": 1}
-    if name in ("huang-balanced", "goel-convergence", "goel-sample-size", "goel-conditioning", "linattn-noise"):
-        over["seeds"] = 2  # bands and per-seed markers
-    cfg = plugins.recipe_of(over).config(over, quick=True)
+    if docs and name in FROM_DOCS:
+        quick, over = FROM_DOCS[name]
+        over = {"experiment": name, **over}
+    else:
+        quick = True
+        base = {} if name == "linattn-noise" else STEPS  # nothing trains there: no train.log_every
+        over = {"experiment": name, **merge(base, TINY.get(name, {})), "seeds": 1}
+        if name in ("huang-balanced", "goel-convergence", "goel-sample-size", "goel-conditioning", "linattn-noise"):
+            over["seeds"] = 2  # bands and per-seed markers
+    cfg = plugins.recipe_of(over).config(over, quick=quick)
     rd, summary = execute(cfg, store)
+    print(name, "run", rd.path, f"{summary['wall_s']:.0f} s", flush=True)
     rows = pq.read_table(rd.path / "metrics.parquet").to_pydict()
-    out = {"recipe": name, "overrides": over, "quick": True, "points": summary["points"], "rows": thin(rows)}
+    out = {"recipe": name, "overrides": over, "quick": quick, "points": summary["points"], "rows": thin(rows)}
     with gzip.open(HERE / f"{name}.json.gz", "wt") as f:
         json.dump(out, f, separators=(",", ":"))
     print(name, (HERE / f"{name}.json.gz").stat().st_size, "bytes", flush=True)
@@ -72,7 +90,12 @@ if __name__ == "__main__":
     from icldyn.runtime import setup_jax
 
     setup_jax()
-    names = sys.argv[1:] or list(plugins.recipes())
+    args = sys.argv[1:]
+    store = None
+    if "--store" in args:
+        i = args.index("--store")
+        store, args = Path(args[i + 1]), args[:i] + args[i + 2:]
+    names = args or list(plugins.recipes())
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            record(name, Path(tmp))
+            record(name, store or Path(tmp), docs=store is not None)
