@@ -128,3 +128,30 @@ def test_the_checks_catch_a_regression():
     assert any("log scale not said" in p or "not said to be" in p for p in found)
     assert any("nothing drawn" in p for p in found)
     assert any("legend over" in p for p in found)
+
+
+def test_a_sweep_figure_has_a_log_learning_rate_axis_and_a_readable_title(tmp_path):
+    """A sweep over train.lr (a factor 2 apart: no decade spanned) still gets a log axis, said to be one, ticks at
+    the swept rates, a title naming the recipe and the axis in symbols, and legend entries without config keys."""
+    from icldyn import plots
+
+    saved = []
+    original = Figure.savefig
+
+    def spy(self, fname, *args, **kw):
+        saved.append(self)
+        return original(self, fname, *args, **kw) if kw.get("format") == "png" else None
+
+    lr = np.array([0.01, 0.02, 0.04])
+    series = {"model.layers=1": (lr, lr * 10, lr * 9, lr * 11), "model.layers=3": (lr, lr, lr * 0.9, lr * 1.1)}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Figure, "savefig", spy)
+        name = plots.final_vs_axis("quickstart", "train.lr", "test_loss", series, Out(tmp_path))
+    fig = saved[0]
+    ax = fig.axes[0]
+    assert name == "figures/final_vs_train_lr.png"
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "learning rate η (log scale)"
+    assert ax.get_title() == "quickstart: final test_loss against η"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["L=1", "L=3"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.01", "0.02", "0.04"]
+    assert problems(fig) == []

@@ -74,8 +74,8 @@ def legend(ax, *args, **kw):
 
 
 def describe_gaussian(d) -> str:
-    """A Gaussian prompt law of a data section, in symbols: ``d=5, Σ: eigenvalues (2, 1, 0.5, 0.25, 0.1)
-    rotated, w ~ N(0, I)``."""
+    """A Gaussian prompt law of a data section, in symbols: ``d=5, n=20, eig(Σ) = (2, 1, 0.5, 0.25, 0.1),
+    w ~ N(0, I)``; a kind it does not know is named as it is."""
     cov = getattr(d, "covariance", None)
     sigma = {"identity": "Σ = I", "official": "Σ = U diag(1, 1, ¼, 1/16, 1) Uᵀ (official)",
              "condition": f"κ(Σ) = {getattr(d, 'condition_number', float('nan')):g}"}.get(cov, f"Σ: {cov}")

@@ -43,8 +43,6 @@ FROM_DOCS: dict[str, tuple[bool, dict]] = {
     "linattn-adam-vs-sgd": (True, {}), "linattn-noise": (True, {}), "linattn-condition": (True, {}),
     "linattn-smoothness": (True, {}), "linattn-rotation-adam": (True, {}), "linattn-rotation-p0": (True, {}),
     "linattn-rotation-lbfgs": (True, {}),
-    "huang-balanced": (False, {}), "huang-imbalanced": (False, {}), "huang-phase-scaling": (False, {}),
-    "goel-conditioning": (False, {}),
 }
 
 

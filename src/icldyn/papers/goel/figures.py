@@ -30,7 +30,10 @@ def figures(cfg: RunConfig, result: GoelResult, rows: dict[str, list], rd) -> li
                 continue
             ax.plot(x, np.maximum(m, 1e-17), style, color=f"C{i % 10}", label=plots.readable(p.point))
             ax.fill_between(x, np.maximum(lo, 1e-17), np.maximum(hi, 1e-17), color=f"C{i % 10}", alpha=0.15)
-    axes[0].axhline(result.target or 1e-8, color="k", lw=0.6, ls="--", label=f"target {result.target or 1e-8:g}")
+    target = result.target or 1e-8
+    axes[0].axhline(target, color="k", lw=0.6, ls="--")
+    axes[0].annotate(f"target {target:g}", (1.0, target), xycoords=("axes fraction", "data"), ha="right", va="bottom",
+                     fontsize=7)
     axes[0].set(yscale="log", xlabel="iteration", ylabel="L(θ) − L* (exact; log scale)",
                 title="excess population loss (floored at 1e-17)")
     axes[1].set(yscale="log", xlabel="iteration", ylabel="‖θ − Π_S(θ)‖_P (log scale)",

@@ -68,7 +68,7 @@ def figures(cfg: RunConfig, result: HuangResult, rows: dict[str, list], rd) -> l
             drawn = "solid: exact population engine" + (", dashed: Monte-Carlo GD over sampled prompts" if mc else "")
             head = f"{cfg.experiment} {plots.readable(tag)}".rstrip()
             fig.suptitle(f"{head}: K={p0.K}, N={p0.N}, p={np.round(p0.p[:3], 3).tolist()}"
-                         f"{'…' if len(p0.p) > 3 else ''}, η={cfg.train.lr:g}, GD from Q=0 ({drawn})", fontsize=9)
+                         f"{'…' if len(p0.p) > 3 else ''}, η={cfg.train.lr:g}, {_optimiser(cfg)} from Q=0 ({drawn})", fontsize=9)
             names.append(save(fig, rd, "curves" + (f"_{tag}".replace("=", "").replace(".", "_") if tag else "")))
     if result.t_half is not None:
         ks = np.array([k for k, t in result.t_half.items() if t is not None], float)
@@ -120,3 +120,11 @@ def _feature_label(ks: list[str], info: dict) -> str:
     if len(ks) > 4:
         names = f"{int(ks[0]) + 1}…{int(ks[-1]) + 1}"
     return f"k={names} ({role}; {len(ks)} equal curves)"
+
+
+def _optimiser(cfg: RunConfig) -> str:
+    """The optimiser as the title names it: GD (plain, constant step), else its name and schedule."""
+    opt, schedule = getattr(cfg.train, "optimizer", "sgd"), getattr(cfg.train, "schedule", "constant")
+    if opt == "sgd" and not getattr(cfg.train, "momentum", 0.0) and schedule == "constant":
+        return "GD"
+    return plots.setting("train.optimizer", opt) + (f", {schedule} schedule" if schedule != "constant" else "")
