@@ -13,6 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -67,6 +68,14 @@ def readable(label: str | None, empty: str = "") -> str:
     return re.sub(r",(?=\S)", ", ", out)
 
 
+def log_ticks(ax, values, axis: str = "x") -> None:
+    """Ticks of a log axis at the values drawn, as plain numbers (K = 4, 8, 16, not 4×10⁰), no minor labels."""
+    values = sorted({float(v) for v in values if v is not None and np.isfinite(v) and v > 0})
+    ticks = getattr(ax, f"set_{axis}ticks")
+    ticks(values, [f"{v:g}" for v in values])
+    getattr(ax, f"{axis}axis").set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def legend(ax, *args, **kw):
     """A legend outside the axes, on the right (it never covers data; saved inside the tight bounding box)."""
     kw = {"fontsize": 8, "loc": "center left", "bbox_to_anchor": (1.02, 0.5), "frameon": False, **kw}
@@ -109,7 +118,7 @@ def loss_curves(points, rows: dict[str, list], rd, title: str, ylabel: str = "he
                 metric: str = "test_loss"):
     """A metric over training per grid point (``points``: anything with a ``point`` label): the mean over seeds with
     its min–max band, log scale."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(8.0, 4.2))
     empty = []
     for p in points:
         x, m, lo, hi = series(rows, p.point, metric)
@@ -148,7 +157,7 @@ def final_vs_axis(experiment: str, axis: str, metric: str, series: dict[str, tup
     """A sweep's axis against the final value of a metric: mean over seeds with its min–max band, one line
     per combination of the other axes (and in-run grid point). A learning rate (and other scale parameters) is on
     a log axis; every log axis says so."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(8.0, 4.2))
     xs, ys = [], []
     for name, (x, m, lo, hi) in series.items():
         (line,) = ax.plot(x, m, "o-", label=readable(name, metric))
@@ -159,8 +168,7 @@ def final_vs_axis(experiment: str, axis: str, metric: str, series: dict[str, tup
     logy = bool(ys) and min(ys) > 0
     if logx:
         ax.set_xscale("log")
-        ax.set_xticks(sorted(set(xs)), [f"{x:g}" for x in sorted(set(xs))])
-        ax.minorticks_off()
+        log_ticks(ax, xs)
     if logy:
         ax.set_yscale("log")
     named = {"train.lr": "learning rate η", "data.n": "context examples n", "model.layers": "layers L"}

@@ -54,7 +54,7 @@ def loss_vs(cfg: RunConfig, points: list[AhnPoint], key: str, rd) -> str:
     tf = [p.test_loss if np.isfinite(p.test_loss) else np.nan for p in points]
     sd = [p.test_loss_std if np.isfinite(p.test_loss_std) else 0.0 for p in points]
     gap = key == "layers"
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(8.0, 4.2))
     xx, yy, ee = _gapped(x, tf, sd) if gap else (np.asarray(x, float), np.asarray(tf), np.asarray(sd))
     ax.errorbar(xx, yy, yerr=ee if cfg.seeds > 1 else None, marker="o", zorder=3,
                 label=f"trained TF ({points[0].parameterization})" + (", ± sd over seeds" if cfg.seeds > 1 else ""))

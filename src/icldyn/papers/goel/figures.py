@@ -51,7 +51,7 @@ def figures(cfg: RunConfig, result: GoelResult, rows: dict[str, list], rd) -> li
         ns = np.array([p.n for p in points], float)
         floors = np.array([p.floor for p in points])
         per_seed = [[s.floor for s in p.seeds] for p in points]
-        fig, ax = plt.subplots(figsize=(6.4, 4.3))
+        fig, ax = plt.subplots(figsize=(8.0, 4.3))
         for n, fs in zip(ns, per_seed):
             ax.plot([n] * len(fs), fs, ".", color="C0", alpha=0.4)
         ax.plot(ns, floors, "o-", color="C0", label=f"measured floor, slope {result.slope:.2f} "
@@ -64,11 +64,12 @@ def figures(cfg: RunConfig, result: GoelResult, rows: dict[str, list], rd) -> li
         ax.set(xscale="log", yscale="log", xlabel="samples per prompt n (log scale)",
                ylabel="floor L(θ) − L* (log scale)", title=f"{cfg.experiment}: Algorithm 1, sampled gradients\n{sub}")
         plots.note_missing(ax, [f"n = {p.n}" for p in gone], "diverged, no floor")
+        plots.log_ticks(ax, ns)
         plots.legend(ax)
         names.append(save(fig, rd, "floor_vs_n"))
 
     if cfg.experiment == "goel-conditioning":
-        fig, ax = plt.subplots(figsize=(6.4, 4.3))
+        fig, ax = plt.subplots(figsize=(8.0, 4.3))
         budget = cfg.train.steps
         for i, name in enumerate(dict.fromkeys(p.method for p in points)):
             sel = sorted((p for p in points if p.method == name), key=lambda p: p.kappa or 0.0)
@@ -84,6 +85,7 @@ def figures(cfg: RunConfig, result: GoelResult, rows: dict[str, list], rd) -> li
         ax.set(xscale="log", yscale="log", xlabel="κ(Σ) (log scale)",
                ylabel=f"iterations to stay below L − L* < {result.target or 1e-8:g} (log scale)",
                title=f"{cfg.experiment}\n{sub}")
+        plots.log_ticks(ax, [p.kappa for p in points])
         plots.legend(ax)
         names.append(save(fig, rd, "iterations_vs_kappa"))
     return names

@@ -73,7 +73,7 @@ def figures(cfg: RunConfig, result: HuangResult, rows: dict[str, list], rd) -> l
     if result.t_half is not None:
         ks = np.array([k for k, t in result.t_half.items() if t is not None], float)
         t = np.array([t for t in result.t_half.values() if t is not None], float)
-        fig, ax = plt.subplots(figsize=(6.4, 4.3))
+        fig, ax = plt.subplots(figsize=(8.0, 4.3))
         if len(ks):
             exponent = "" if result.exponent is None else f", exponent {result.exponent:.2f}"
             ax.plot(ks, t, "o-", label=f"measured t_½{exponent}")
@@ -85,9 +85,7 @@ def figures(cfg: RunConfig, result: HuangResult, rows: dict[str, list], rd) -> l
         plots.note_missing(ax, [f"K = {k}" for k in never], f"E[Attn_k] < ½ within {cfg.train.steps} steps")
         ax.set(xscale="log", yscale="log", xlabel="K (N = K³; log scale)", ylabel="t_½: mean E[Attn_k] ≥ ½ (log scale)",
                title=f"{cfg.experiment}: phase-I length, η={cfg.train.lr:g}")
-        every = sorted(result.t_half)
-        ax.set_xticks(every, [str(k) for k in every])  # K as integers, not 4×10⁰
-        ax.minorticks_off()
+        plots.log_ticks(ax, list(result.t_half))  # K as integers, not 4×10⁰
         plots.legend(ax)
         names.append(save(fig, rd, "phase_scaling"))
     return names

@@ -29,7 +29,7 @@ def loss_curves(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], r
     """The test loss against iterations per grid point on a log axis (the notebooks' loss figure, which plots its
     log): the median over seeds, and the seeds' range shaded (with heavy-tailed covariates one seed's held-out loss
     can jump by orders of magnitude, which a mean would follow)."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(8.0, 4.2))
     curves = [_median_band(ax, rows, p.point, "test_loss", _label(cfg, p)) for p in points]
     ax.set_yscale("log")
     _clip_excursions(ax, curves, log=True)
@@ -86,7 +86,7 @@ def _clip_excursions(ax, curves, log: bool = False) -> None:
 def condition_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
     """The notebook's condition number max|diag H| / median|diag H| along training: the median over seeds, their
     range shaded (with gamma covariates one extreme held-out prompt can dominate a seed's Hessian)."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(8.0, 4.2))
     curves = [_median_band(ax, rows, p.point, "hess_diag_ratio", _label(cfg, p)) for p in points]
     plots.note_missing(ax, [plots.readable(p.point, cfg.experiment) for p, c in zip(points, curves) if not len(c[0])])
     ax.set(xlabel="iteration", ylabel="max |diag H| / median |diag H| (log scale)\nmedian over seeds; shaded: range",
