@@ -97,20 +97,20 @@ def condition_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, lis
 
 
 def smoothness_figure(cfg: RunConfig, points: list[LawPoint], rows: dict[str, list], rd) -> str:
-    """The notebook's figure: log smoothness along the optimiser's step against log ‖∇f‖ (both at the step's start)
+    """The notebook's figure: ln smoothness along the optimiser's step against log ‖∇f‖ (both at the step's start)
     along training, coloured by iteration, per point; below, the smoothness along the gradient."""
     fig, axes = plt.subplots(2, len(points), figsize=(4.2 * len(points) + 1.0, 7.4), squeeze=False)
     last = max([int(s) for s in rows["step"]] or [1])
     sc = None
     for j, p in enumerate(points):
         for ax, (gname, sname, ylabel) in zip(axes[:, j], (
-                ("grad_norm_step", "smoothness_along_update", "log uᵀHu, u = step/‖step‖"),
-                ("grad_norm_test", "smoothness_along_grad", "log dᵀHd, d = ∇f/‖∇f‖"))):
+                ("grad_norm_step", "smoothness_along_update", "ln uᵀHu, u = step/‖step‖"),
+                ("grad_norm_test", "smoothness_along_grad", "ln dᵀHd, d = ∇f/‖∇f‖"))):
             steps, g = _per_point(rows, p.point, gname)
             _, sm = _per_point(rows, p.point, sname)
             ok = (g > 0) & (sm > 0)
             sc = ax.scatter(np.log(g[ok]), np.log(sm[ok]), c=steps[ok], s=8, vmin=0, vmax=last)
-            ax.set(xlabel="log ‖∇f‖ (natural log)", ylabel=ylabel + " (natural log)",
+            ax.set(xlabel="ln ‖∇f‖", ylabel=ylabel,
                    title=plots.readable(p.point, cfg.experiment))
             if not ok.any():
                 plots.note_missing(ax, ["this point"], "no positive smoothness logged")
