@@ -75,10 +75,12 @@ def figures(cfg: RunConfig, result: GoelResult, rows: dict[str, list], rd) -> li
             sel = sorted((p for p in points if p.method == name), key=lambda p: p.kappa or 0.0)
             steps = [p.steps_to_target if p.steps_to_target is not None else np.nan for p in sel]
             kap = [p.kappa for p in sel]
-            ax.plot(kap, steps, "o-", color=f"C{i}", label=f"{plots.readable(name)} (best η)")
+            # markers of decreasing size: methods that tie at a κ stay visible, one inside the other
+            ax.plot(kap, steps, "-", marker="osD^v"[i % 5], ms=10 - 2.5 * (i % 3), color=f"C{i}",
+                    label=f"{plots.readable(name)} (best η)")
             miss = [k for k, s in zip(kap, steps) if not np.isfinite(s)]
             if miss:  # not reached within the budget: an open marker on the budget line, never a silent gap
-                ax.plot(miss, [budget] * len(miss), "^", mfc="none", mec=f"C{i}", ms=9,
+                ax.plot(miss, [budget] * len(miss), "^", mfc="none", mec=f"C{i}", ms=12 - 3 * (i % 3), mew=1.5,
                         label=f"{plots.readable(name)}: not reached by {budget} at κ = "
                         + ", ".join(f"{k:g}" for k in miss))
         ax.axhline(budget, color="k", lw=0.6, ls="--", label=f"budget ({budget} iterations)")

@@ -86,6 +86,7 @@ def figures(cfg: RunConfig, result: HuangResult, rows: dict[str, list], rd) -> l
         ax.set(xscale="log", yscale="log", xlabel="K (N = K³; log scale)", ylabel="t_½: mean E[Attn_k] ≥ ½ (log scale)",
                title=f"{cfg.experiment}: phase-I length, η={cfg.train.lr:g}")
         plots.log_ticks(ax, list(result.t_half))  # K as integers, not 4×10⁰
+        plots.log_ticks(ax, t, "y")
         plots.legend(ax)
         names.append(save(fig, rd, "phase_scaling"))
     return names
