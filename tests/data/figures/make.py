@@ -21,7 +21,9 @@ import pyarrow.parquet as pq
 HERE = Path(__file__).parent
 KEEP = 40
 STEPS = {"train": {"steps": 40, "log_every": 10}}
-TINY: dict[str, dict] = {
+TINY: dict[str, dict] = {  # few grid points: every heat map costs the figure test time
+    "ahn-loss-vs-n": {"grid": {"data.n": [5, 20]}},
+    "ahn-loss-vs-layers": {"grid": {"model.layers": [1, 3]}},
     "goel-convergence": {"train": {"steps": 60, "log_every": 5}},
     "goel-sample-size": {"train": {"steps": 60, "log_every": 5}},
     "goel-conditioning": {"train": {"steps": 300, "log_every": 10}},

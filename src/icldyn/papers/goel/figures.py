@@ -52,15 +52,14 @@ def figures(cfg: RunConfig, result: GoelResult, rows: dict[str, list], rd) -> li
         floors = np.array([p.floor for p in points])
         per_seed = [[s.floor for s in p.seeds] for p in points]
         fig, ax = plt.subplots(figsize=(8.0, 4.3))
-        for n, fs in zip(ns, per_seed):
-            ax.plot([n] * len(fs), fs, ".", color="C0", alpha=0.4)
+        for j, (n, fs) in enumerate(zip(ns, per_seed)):
+            ax.plot([n] * len(fs), fs, ".", color="C0", alpha=0.4, label="each seed" if j == 0 else None)
         ax.plot(ns, floors, "o-", color="C0", label=f"measured floor, slope {result.slope:.2f} "
                 f"[{result.slope_ci[0]:.2f}, {result.slope_ci[1]:.2f}]")
         bound = sample_size_bound(ns)
         ax.plot(ns, bound * floors[-1] / bound[-1], "k--",
                 label=f"n⁻² log⁶ n (scaled), slope {result.bound_slope:.2f}")
         ax.plot(ns, floors[0] * (ns / ns[0]) ** -2.0, "k:", lw=0.8, label="n⁻²")
-        ax.plot([], [], ".", color="C0", alpha=0.4, label="each seed")
         ax.set(xscale="log", yscale="log", xlabel="samples per prompt n (log scale)",
                ylabel="floor L(θ) − L* (log scale)", title=f"{cfg.experiment}: Algorithm 1, sampled gradients\n{sub}")
         plots.note_missing(ax, [f"n = {p.n}" for p in gone], "diverged, no floor")
