@@ -19,7 +19,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-
 # the paper's symbol of a config key in a legend, axis label or title (figures never show raw config keys)
 SYMBOLS = {"model.layers": "L", "data.n": "n", "data.d": "d", "data.p": "p", "data.features": "K", "train.lr": "η",
            "data.condition_number": "κ", "data.noise_std": "σ", "train.batch": "batch",
