@@ -118,7 +118,7 @@ def run(
     """Run an experiment; writes one run directory."""
     from icldyn import plugins
     from icldyn.config import build
-    from icldyn.runner import execute
+    from icldyn.runner import execute, process_start
     from icldyn.store import RunDir
 
     with bad_input():
@@ -140,7 +140,7 @@ def run(
             cfg = plugins.recipe_of(raw).config(raw, quick=quick)
     _setup()
     with bad_input(), stopped_runs(), progress_bars(not as_json, plugins.get(cfg.experiment).metric) as reporter:
-        rd, summary = execute(cfg, out, reporter, resume=rd_resume)
+        rd, summary = execute(cfg, out, reporter, resume=rd_resume, started=process_start())
     if as_json:
         sys.stdout.write((rd.path / "summary.json").read_text())
         _print_divergence(summary, err_console)
@@ -171,34 +171,50 @@ def stopped_runs(sweeps: Path | None = None) -> Iterator[None]:
 
 
 def _print_divergence(summary: dict, console: Console) -> None:
-    """One line per diverged seed: which point, which seed, at which step."""
+    """One line per diverged seed: which point, which seed, at which step. A setting tried while tuning (a learning
+    rate of a grid the recipe searches) that diverges is a result — the grid's edge — and is worded as one."""
     from icldyn.runner import typed
 
+    tuning = []
     for p in typed(summary).points:
-        for s in p.seeds:
-            if s.status == "diverged":
-                where = f"point {p.point}, " if p.point else ""
-                step = s.diverged_at
-                console.print(f"diverged: {where}seed {s.seed}"
-                              + (f" at step {step}" if step is not None else "")
-                              + " (loss NaN/Inf or above train.max_loss; its rows stop there)",
-                              markup=False, highlight=False, soft_wrap=True)
+        gone = [s for s in p.seeds if s.status == "diverged"]
+        if p.tuning and gone:
+            steps = sorted(s.diverged_at for s in gone if s.diverged_at is not None)
+            tuning.append(f"{p.point or 'the run'} ({len(gone)} of {len(p.seeds)} seeds, from step {steps[0]})"
+                          if steps else p.point)
+            continue
+        for s in gone:
+            where = f"point {p.point}, " if p.point else ""
+            step = s.diverged_at
+            console.print(f"diverged: {where}seed {s.seed}"
+                          + (f" at step {step}" if step is not None else "")
+                          + " (loss NaN/Inf or above train.max_loss; its rows stop there)",
+                          markup=False, highlight=False, soft_wrap=True)
+    if tuning:
+        console.print("unstable by design — the learning-rate grid's settings above the stable range, not failures "
+                      "(the best rate of each method is the one reported): " + "; ".join(tuning),
+                      markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_points(summary: dict) -> None:
     from icldyn.runner import typed
 
     result = typed(summary)
-    if not result.table:
-        return
-    table = Table(title=Text(f"{summary['experiment']}: measured vs theory"))
-    for col in result.table.columns:
-        table.add_column(Text(col))
-    for row in result.table.rows:
-        table.add_row(*cells(*row))
-    out_console.print(table)
+    if result.table:
+        table = Table(title=Text(f"{summary['experiment']}: measured vs theory"))
+        for col in result.table.columns:
+            table.add_column(Text(col))
+        for row in result.table.rows:
+            table.add_row(*cells(*row))
+        out_console.print(table)
     for line in result.headline:
         out_console.print(line, markup=False, highlight=False, soft_wrap=True)
+    from icldyn.runner import wall_time
+
+    for line in summary.get("assumptions_not_met") or []:
+        out_console.print(f"outside the paper's assumptions: {line}", markup=False, highlight=False, soft_wrap=True)
+    out_console.print(f"wall time {wall_time(summary.get('wall_s'), summary.get('timing'))}", markup=False,
+                      highlight=False, soft_wrap=True)
 
 
 @app.command("sweep")

@@ -4,6 +4,7 @@ summary.json (measured beside theory, versions) and report.md."""
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import shutil
 import time
@@ -17,6 +18,30 @@ from icldyn.config import ConfigError, RunConfig, with_overrides
 from icldyn.plugins import get
 from icldyn.recipe import Recipe, Reporter, Result, SilentReporter, Table, Trained
 from icldyn.store import RunDir, writing
+
+_IMPORTED = time.time()
+COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                  "/jax/core/compile/backend_compile_duration")
+_compile_s = [0.0]  # seconds JAX has spent tracing, lowering and compiling in this process (a monitoring listener)
+
+
+def _on_duration(event: str, duration: float, **_: object) -> None:
+    if event in COMPILE_EVENTS:
+        _compile_s[0] += duration
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
+
+
+def process_start() -> float:
+    """When this process started (epoch seconds; Linux /proc), else when icldyn's runner was imported: a CLI run's
+    wall time counts from here (interpreter, imports, config)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED
 
 
 def versions() -> dict[str, str]:
@@ -59,18 +84,23 @@ def assumptions_not_met(exp: Recipe, cfg: RunConfig) -> list[str]:
 
 
 def execute(cfg: RunConfig, store: str | Path, reporter: Reporter | None = None,
-            resume: RunDir | None = None) -> tuple[RunDir, dict[str, Any]]:
+            resume: RunDir | None = None, started: float | None = None) -> tuple[RunDir, dict[str, Any]]:
     """Run ``cfg`` into a new run directory, or continue the interrupted ``resume`` (its points restart from
-    their checkpoints; finished points are restored, not retrained)."""
-    return execute_group([cfg], store, reporter, [resume])[0]
+    their checkpoints; finished points are restored, not retrained). ``started``: when the work began (the CLI: its
+    process start), for the wall time's start-up part; default now."""
+    return execute_group([cfg], store, reporter, [resume], started)[0]
 
 
 def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter | None = None,
-                  resume: list[RunDir | None] | None = None) -> list[tuple[RunDir, dict[str, Any]]]:
+                  resume: list[RunDir | None] | None = None,
+                  started: float | None = None) -> list[tuple[RunDir, dict[str, Any]]]:
     """Run configs that differ only in ``train.lr`` as one program (the recipe's group runner), each into its
-    own run directory (new, or the interrupted one given in ``resume``)."""
+    own run directory (new, or the interrupted one given in ``resume``). The wall time counts from ``started``
+    (default now) and is shown apart (``timing``): start-up (imports, config and machine checks, a kernel build)
+    until training begins, then training and figures, of which JAX's tracing and XLA compilation."""
     from icldyn.runtime import setup_jax
 
+    started = time.time() if started is None else started
     setup_jax()  # float64 available (as from the CLI and icldyn.run): float64 configs and theory would be float32
     exp = get(cfgs[0].experiment)
     if len(cfgs) > 1 and exp.group_runner is None:
@@ -85,7 +115,7 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
                 rd.write_config(cfg)
         rds.append(rd)
     reporter = reporter or SilentReporter()
-    start = time.time()
+    start, compiled = time.time(), _compile_s[0]
     try:
         trained = exp.group_runner(cfgs, rds, reporter) if len(cfgs) > 1 else [exp.runner(cfgs[0], rds[0], reporter)]
         # a sweep job's many runs draw their figures in a process pool (plots.draw_many)
@@ -104,13 +134,15 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
             rd.mark_crashed(err)
         _release(rds)
         raise RunCrashed(rds, err) from err
-    wall = time.time() - start
+    end = time.time()
+    wall = end - started
+    timing = {"startup_s": start - started, "run_s": end - start, "compile_s": _compile_s[0] - compiled}
     out = []
     for cfg, rd, result, info, outside in zip(cfgs, rds, results, ran, unmet):
         result = result.model_copy(update={"status": result.seeds_status(), "wall_s": wall})
         meta = {"run_id": rd.run_id, "experiment": cfg.experiment, "paper": exp.paper,
                 "description": exp.description, "versions": versions(), "execution": info,
-                "assumptions_not_met": outside}
+                "assumptions_not_met": outside, "timing": timing}
         summary = {**meta, **result.model_dump(exclude_unset=True), "status": result.status, "wall_s": wall}
         rd.write_report(report(cfg, meta, result))
         rd.write_summary(summary)  # last: a run directory with summary.json is finished
@@ -186,19 +218,31 @@ def typed(summary: dict[str, Any]) -> Result:
     return get(summary["experiment"]).result.model_validate(summary)
 
 
+def wall_time(wall_s: float | None, timing: dict[str, float] | None) -> str:
+    """``45.2 s (start-up 3.1 s; training and figures 42.1 s, of which JAX tracing and XLA compilation 12.0 s)``."""
+    if wall_s is None:
+        return "—"
+    if not timing:
+        return f"{wall_s:.1f} s"
+    return (f"{wall_s:.1f} s (start-up {timing['startup_s']:.1f} s; training and figures {timing['run_s']:.1f} s, of "
+            f"which JAX tracing and XLA compilation {timing['compile_s']:.1f} s)")
+
+
 def report(cfg: RunConfig, meta: dict[str, Any], result: Result) -> str:
     """report.md: what ran, the recipe's table of measured beside predicted, its notes, the figures."""
-    lines = [f"# {meta['experiment']} — {meta['run_id']}", "", meta["description"], "",
-             f"Status: **{result.status}**; wall time {result.wall_s:.1f} s; "
+    outside = meta.get("assumptions_not_met")
+    lines = [f"# {meta['experiment']} — {meta['run_id']}", "", meta["description"]
+             + (" — *the recipe's aim; this run is outside the assumptions it rests on (below)*" if outside else ""),
+             "", f"Status: **{result.status}**; wall time {wall_time(result.wall_s, meta.get('timing'))}; "
              f"{cfg.seeds} seed(s); dtype {cfg.train.dtype}; versions: "
              + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
     ex = meta.get("execution", {})
     if ex:
         lines += [f"Ran on {ex['backend']} ({', '.join(ex['devices'])}), {ex['threads']} thread(s)"
                   + (f": {ex['note']}" if ex.get("note") else "") + ".", ""]
-    if meta.get("assumptions_not_met"):
-        lines += ["**Outside the paper's assumptions** (the run went on):", ""]
-        lines += [f"- {a}" for a in meta["assumptions_not_met"]] + [""]
+    if outside:
+        lines += ["**Outside the paper's assumptions** (the run went on; what needs them is not shown):", ""]
+        lines += [f"- {a}" for a in outside] + [""]
     if result.table:
         lines += markdown_table(result.table) + [""]
     lines += result.report_lines

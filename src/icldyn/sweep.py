@@ -391,7 +391,7 @@ def axes_summary(record: dict[str, Any], points: list[Point], rows: dict[str, li
     entries = [(by_run[run], pt, np.asarray(v)) for (run, pt), v in finals.items()]
     axes = list(record["axes"])
     table = {"columns": [*axes, "in-run point", f"final {metric} (mean ± sd over seeds)", "diverged seeds"],
-             "rows": [[*(over[a] for a in axes), pt or "—", f"{v.mean():.4g} ± {v.std():.2g}",
+             "rows": [[*(over[a] for a in axes), pt or "—", plots.mean_sd(v.mean(), v.std(), len(v)),
                        diverged.get((run, pt), 0)] for (run, pt), (over, _, v) in zip(finals, entries)]}
     figures = []
     for axis in axes:
@@ -402,8 +402,7 @@ def axes_summary(record: dict[str, Any], points: list[Point], rows: dict[str, li
             rest = ", ".join([f"{a}={over[a]}" for a in axes if a != axis] + ([pt] if pt else []))
             series[rest].append((over[axis], v.mean(), v.min(), v.max()))
         series = {k: tuple(np.array(c) for c in zip(*sorted(pts))) for k, pts in series.items()}
-        figures.append(plots.final_vs_axis(f"{record['target']['experiment']}: sweep "
-                                           f"{record['sweep_id']}", axis, metric, series, rd))
+        figures.append(plots.final_vs_axis(record["target"]["experiment"], axis, metric, series, rd))
     return AxesResult(status=status, wall_s=wall_s, metric=metric, table=table, figures=figures,
                       report_lines=[f"Final {metric}: the value at each seed's last finite logged row (a diverged "
                                     "seed's from before it diverged), per sweep point. The run directories hold "

@@ -19,6 +19,7 @@ class AhnPoint(Point):
     layers: int
     n: int
     parameterization: str
+    activation: str | None = None  # model.activation (None: a result recorded before it was kept)
     seeds: list[AhnSeed]
     test_loss: float  # mean over finished seeds
     test_loss_std: float

@@ -232,7 +232,7 @@ RECIPE_SUMMARIES = {"goel-convergence": convergence_summary, "goel-sample-size":
                     "goel-conditioning": conditioning_summary}
 
 
-def _fmt(x: Any, spec: str = ".3g") -> str:
+def _fmt(x: Any, spec: str = ".4g") -> str:
     return "—" if x is None else format(x, spec) if isinstance(x, (float, int)) else str(x)
 
 
@@ -267,14 +267,20 @@ def headline(result: GoelResult) -> list[str]:
     return lines
 
 
+def _unstable(p: GoelPoint) -> str:
+    steps = sorted(x.diverged_at for x in p.seeds if x.diverged_at is not None)
+    return "unstable" + (f" (diverged from step {steps[0]})" if steps else "")
+
+
 def report_lines(result: GoelResult) -> list[str]:
     lines = []
     tuned = [p for p in result.points if p.tuned_best is not None]
     if tuned and len(tuned) <= 30:
         lines += ["Learning-rate tuning (one program): " + ", ".join(
-            f"{p.method} lr {p.lr:g} → "
-            + ("diverged" if any(x.status == "diverged" for x in p.seeds)
-               else f"{_fmt(p.steps_to_target)} it., final {_fmt(p.final_excess)}") for p in tuned), ""]
+            f"{p.method} η {p.lr:g} → " + (_unstable(p) if any(x.status == "diverged" for x in p.seeds)
+                                            else f"{_fmt(p.steps_to_target)} it., final {_fmt(p.final_excess)}")
+            for p in tuned) + ". A rate marked unstable lies above the stable range: an intended point of the grid "
+            "(a result), not a failure.", ""]
     a = result.assumptions[0]
     lines += ["", f"‖MΣ^½‖_op = {a['norm_M_sigma_half']:.4g}, σ_d(MΣ^½) = {a['sigma_d']:.4g}, κ(Σ) = "
               f"{a['kappa_sigma']:.3g} (seed 0). Excess loss L(θ) − L* and the P-distance to the manifold S are "

@@ -38,9 +38,8 @@ def as_query_batch(p: Prompts) -> FeaturePrompts:
 
 
 def _subtitle(cfg: RunConfig) -> str:
-    d = cfg.data
-    return (f"d={d.d}, Σ={d.covariance}, w~{'N(0,I)' if d.w_prior == 'identity' else 'N(0,Σ⁻¹)'}, "
-            f"{cfg.seeds} seed(s), {cfg.train.dtype}")
+    return (f"{plots.describe_gaussian(cfg.data)}, {cfg.seeds} seed{'s' if cfg.seeds > 1 else ''}, "
+            f"{cfg.train.dtype}")
 
 
 def jobs(cfg: RunConfig, rd: RunDir) -> Iterator[Job]:
@@ -99,7 +98,7 @@ def combine(cfg: RunConfig, points: list[Point], rows: Rows, out: RunDir | None)
     keys = ("linear_optimum", "gd", "pgd", "predict_zero")
     table = {"columns": ["point", "softmax attention test loss (mean ± sd)", "Thm 1 linear-attention optimum",
                          "1-step GD (tuned)", "1-step PGD (tuned)", "predict 0"],
-             "rows": [[p.point or "—", f"{p.test_loss:.4g} ± {p.test_loss_std:.2g}",
+             "rows": [[p.point or "—", plots.mean_sd(p.test_loss, p.test_loss_std, len(p.seeds)),
                        *(f"{getattr(p, k):.4g}" for k in keys)] for p in points]}
     return Result(points=points, table=table,
                   figures=[plots.loss_curves(points, rows, out, f"{cfg.experiment}: test loss\n{_subtitle(cfg)}")],

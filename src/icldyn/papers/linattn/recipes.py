@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import matplotlib.pyplot as plt
 import numpy as np
 
-from icldyn import plots
 from icldyn.components import laws as data
 from icldyn.components.official import OFFICIAL_DATA, OFFICIAL_TRAIN, QUICK_DATA, QUICK_TRAIN
 from icldyn.config import RunConfig, with_overrides
-from icldyn.papers.linattn.figures import condition_figure, loss_curves, smoothness_figure
+from icldyn.papers.linattn.figures import condition_figure, loss_curves, noise_figure, smoothness_figure
 from icldyn.papers.linattn.problem import TEST_KEY, model_of, problem_of
 from icldyn.papers.linattn.results import LawPoint, LawResult, NoisePoint, NoiseResult
+from icldyn.plots import mean_sd
 from icldyn.recipe import Job, Recipe, Reporter, Rows, Table, Target, Trained, grid_points, run_jobs
 from icldyn.store import RunDir
 from icldyn.train.optimizers import build_optimizer
@@ -51,7 +50,7 @@ def combine(cfg: RunConfig, points: list[LawPoint], rows: Rows, out: RunDir | No
         return f"{np.median(v):.4g} ({min(v):.3g}–{max(v):.3g})"
 
     table = Table(columns=["point", "final test loss (mean ± sd)", "median (range) over seeds"],
-                  rows=[[p.point or "—", f"{p.test_loss:.4g} ± {p.test_loss_std:.2g}", spread(p)] for p in pts])
+                  rows=[[p.point or "—", mean_sd(p.test_loss, p.test_loss_std, len(p.seeds)), spread(p)] for p in pts])
     figures = [loss_curves(cfg, pts, rows, out)]
     if cfg.experiment in LANDSCAPE_FIGURES:
         figures.append(LANDSCAPE_FIGURES[cfg.experiment](cfg, pts, rows, out))
@@ -150,17 +149,16 @@ def gradient_noise(cfg: RunConfig, params, key: jax.Array, samples: int, chunk: 
     return np.linalg.norm(noise, axis=1), np.linalg.norm(gauss, axis=1)
 
 
-def noise_run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> NoiseResult:
+def noise_run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> Trained:
     """The notebook's experiment at initialisation (every block N(0, init_std²)), per grid point and seed: the
     distribution of the stochastic-gradient noise norm (``train.steps`` minibatch gradients, one per "step")
     against a Gaussian of the same covariance, its tail index and kurtosis; the statistics of a point pool its
-    seeds' norms. Nothing trains: each seed's initial parameters are saved."""
+    seeds' norms. Nothing trains: each seed's initial parameters are saved. The rows hold both norms per draw
+    (``noise_norm`` and ``gaussian_noise_norm``), from which :func:`noise_combine` draws the figure."""
     rows: dict[str, list] = {k: [] for k in ("run_id", "point", "seed", "step", "metric", "value")}
     points, arrays = [], {}
-    grid = grid_points(cfg)
-    fig, axes = plt.subplots(1, len(grid), figsize=(4.6 * len(grid), 3.6), squeeze=False)
     samples = cfg.train.steps
-    for ax, (label, over) in zip(axes[0], grid):
+    for label, over in grid_points(cfg):
         pcfg = with_overrides(cfg, over)
         seeds = list(range(pcfg.seed, pcfg.seed + pcfg.seeds))
         tick = reporter.start(label or cfg.experiment, len(seeds))
@@ -175,31 +173,27 @@ def noise_run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> NoiseResult:
             per_seed.append({"seed": seed, "status": "finished", **noise_stats(norms)})
             prefix = f"{label}/" if label else ""
             arrays.update({f"{prefix}seed{seed}/{k}": np.asarray(v) for k, v in params.items()})
-            for i, v in enumerate(norms):
-                for k, x in (("run_id", rd.run_id), ("point", label), ("seed", seed), ("step", i),
-                             ("metric", "noise_norm"), ("value", float(v))):
-                    rows[k].append(x)
-        norms, gauss = np.concatenate(all_norms), np.concatenate(all_gauss)
-        emp, fit = noise_stats(norms), noise_stats(gauss)
+            for metric, values in (("noise_norm", norms), ("gaussian_noise_norm", gauss)):
+                for i, v in enumerate(values):
+                    for k, x in (("run_id", rd.run_id), ("point", label), ("seed", seed), ("step", i),
+                                 ("metric", metric), ("value", float(v))):
+                        rows[k].append(x)
+        emp, fit = noise_stats(np.concatenate(all_norms)), noise_stats(np.concatenate(all_gauss))
         points.append({"point": label, "grid": over, "samples": samples, "batch": pcfg.train.batch, **emp,
                        **{f"gaussian_{k}": v for k, v in fit.items() if k != "median"}, "seeds": per_seed})
-        bins = np.linspace(0, np.quantile(np.r_[norms, gauss], 0.999), 60)
-        ax.hist(norms, bins, density=True, alpha=0.6, label="stochastic gradient noise")
-        ax.hist(gauss, bins, density=True, histtype="step", color="k", label="Gaussian, same covariance")
-        ax.set(xlabel="‖g_B − ∇f‖", ylabel="density", yscale="log", title=f"{label or cfg.experiment}\n"
-               f"tail index {emp['hill_tail_index']:.1f} (Gaussian {fit['hill_tail_index']:.1f})")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"{cfg.experiment}: L = {cfg.model.layers}, d = {cfg.data.d}, n = {cfg.data.n}, batch "
-                 f"{cfg.train.batch}, {samples} gradients at initialisation, {cfg.seeds} seed(s)", fontsize=9)
-    figures = [plots.save(fig, rd, "noise")]
     rd.write_metrics(rows)
     rd.write_params(arrays)
+    return Trained(points, rows)
+
+
+def noise_combine(cfg: RunConfig, points: list[NoisePoint], rows: Rows, out: RunDir | None) -> NoiseResult:
+    """The noise figure (:func:`~icldyn.papers.linattn.figures.noise_figure`), table and notes of the points."""
     pts = [NoisePoint.model_validate(p) for p in points]
     table = Table(columns=["point", "q99.9/median (Gaussian)", "tail index (Gaussian)", "kurtosis (Gaussian)"],
-                  rows=[[p.point or "—", f"{p.q999_over_median:.2f} ({p.gaussian_q999_over_median:.2f})",
-                         f"{p.hill_tail_index:.1f} ({p.gaussian_hill_tail_index:.1f})",
-                         f"{p.kurtosis:.1f} ({p.gaussian_kurtosis:.1f})"] for p in pts])
-    return NoiseResult(points=pts, figures=figures, table=table,
+                  rows=[[p.point or "—", f"{p.q999_over_median:.3f} ({p.gaussian_q999_over_median:.3f})",
+                         f"{p.hill_tail_index:.2f} ({p.gaussian_hill_tail_index:.2f})",
+                         f"{p.kurtosis:.2f} ({p.gaussian_kurtosis:.2f})"] for p in pts])
+    return NoiseResult(points=pts, figures=[noise_figure(cfg, pts, rows, out)], table=table,
                        report_lines=["Noise ‖g_B − ∇f‖ of minibatch gradients at initialisation, ∇f on 100 batches "
                                      "(the notebook's estimate); the Gaussian has the minibatch gradients' "
                                      "covariance. Tail index: Hill's estimator over the top √m norms."])
@@ -213,7 +207,7 @@ RECIPES.append(Recipe(
     name="linattn-noise", paper="linattn",
     description="stochastic-gradient noise of the linear transformer against a Gaussian fit, tail index, Gaussian "
     "and gamma covariates (arXiv 2310.01082, plot_stochastic_noise.ipynb); train.steps: the gradients drawn",
-    runner=noise_run, result=NoiseResult, ignores=UNTRAINED,
+    runner=noise_run, result=NoiseResult, combine=noise_combine, ignores=UNTRAINED,
     defaults={**OFFICIAL, "grid": {"data.covariates": ["normal", "gamma"]}, "seed": 1,
               "train": {**OFFICIAL["train"], "steps": 10_000}},
     quick={"train": {"steps": 500}},
