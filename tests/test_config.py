@@ -20,7 +20,7 @@ from icldyn.plugins import get, recipes
     ("quickstart", {"train": {"precondition": True}}, "train.precondition"),
     ("quickstart", {"data": {"p": 3}}, "data.p applies to data.kind = 'regression' only, not 'prompts'"),
     ("quickstart", {"data": {"kind": "nope"}}, "data.kind = 'nope' is not allowed: must be one of 'prompts', "
-     "'regression'"),
+     "'linear_regression'"),
     ("goel-convergence", {"data": {"d": 3, "p": 3, "m_singular_values": [0.1, 0.2]}}, "min(data.p, data.d) = 3"),
     ("goel-convergence", {"data": {"p": 2}}, "data.p = 2 < data.d = 3"),
     ("goel-convergence", {"model": {"init": "zeros"}}, "model.init"),
