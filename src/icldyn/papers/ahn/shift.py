@@ -76,10 +76,9 @@ def figure(cs: list[ShiftCell], rd) -> str:
         ax.plot(k, [c.exact for c in sel], "C3-", label="exact risk at the trained G")
         ax.plot(k, [c.theorem1 for c in sel], "C0--", label="exact risk of Γ* (training law)")
         ax.plot(k, [c.in_law for c in sel], "C2:", label="best one-layer model for the shifted law at this k")
-        ax.set(yscale="log", title=name, xlabel="in-context examples k")
+        ax.set(yscale="log", title=name, xlabel="in-context examples k", ylabel="E[(ŷ − y_q)²] (log scale)")
     for ax in axes.flat[len(names):]:
         ax.set_visible(False)
-    axes[0, 0].set_ylabel("E[(ŷ − y_q)²]")
     h, lab = axes[0, 0].get_legend_handles_labels()
     fig.legend(h, lab, loc="lower center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, -0.03))
     return save(fig, rd, "shift_exact")

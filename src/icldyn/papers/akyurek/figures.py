@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 
 from icldyn.config import RunConfig
 from icldyn.papers.akyurek.results import TrajectoryPoint
+from icldyn import plots
 from icldyn.plots import save, series
 
 LABELS = {"gd": "L-step GD (A_ℓ = η_ℓ I)", "pgd": "L-step preconditioned GD (A_ℓ = η_ℓ Σ⁻¹)", "ols": "OLS",
@@ -26,9 +27,9 @@ def trajectory(cfg: RunConfig, points: list[TrajectoryPoint], rows: dict[str, li
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15)
         x, m, _, _ = series(rows, p.point, "test_loss")
         ax.plot(x, m, "--", color="0.6", label="held-out loss E[(ŷ − y)²]")
-        ax.set(yscale="log", xlabel="step", ylabel="squared prediction difference",
-               title=p.point or f"{p.model}, L = {p.layers}")
-    axes[0][-1].legend(fontsize=7, loc="upper right")
+        ax.set(yscale="log", xlabel="step", ylabel="squared prediction difference (log scale)",
+               title=plots.readable(p.point) or f"{p.model}, L = {p.layers}")
+    plots.legend(axes[0][-1], fontsize=7)
     d = cfg.data
     fig.suptitle(f"{cfg.experiment}: which algorithm is the model running?\nd={d.d}, n={d.n}, Σ={d.covariance}, "
                  f"{cfg.seeds} seed(s), {cfg.train.steps} steps", fontsize=9)

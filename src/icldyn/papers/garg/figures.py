@@ -35,7 +35,7 @@ def error_vs_k(cfg, points: list[CurvePoint], rd) -> str:
         ax.set(xlabel="in-context examples k", ylabel=p.metric, ylim=(-0.03, 1.25 if p.metric != "0-1 error" else 0.7),
                title=f"{CLASS_TITLES.get(p.function_class, p.function_class)}, d = {p.d}" + (
                    f" ({p.point})" if p.point else ""))
-        ax.legend(fontsize=8, loc="upper right")
+        plots.legend(ax)
     fig.suptitle(f"{cfg.experiment}: error vs in-context examples (Garg et al. 2022, Fig. 2 style)", fontsize=10)
     return plots.save(fig, rd, "error_vs_k")
 
