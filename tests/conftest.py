@@ -11,8 +11,8 @@ setup_jax()  # float64 available, persistent compilation cache shared with the C
 # ends of busy ones' queues), so the long tests are dealt round-robin to the fronts of the shares; every other test
 # keeps its collection order. A name not found here just keeps its place.
 LONGEST = ("test_verify_ahn.py::test_every_claim_passes", "test_goel.py::test_verify_goel",
-           "test_python_api.py::test_the_documented_example", "test_reliability.py::test_kill_9",
-           "test_install.py::test_wheel", "test_sweep.py::test_ray_backend", "test_linattn.py::test_verify_runs",
+           "test_python_api.py::test_the_documented_example", "test_garg.py::test_verify_quick", "test_reliability.py::test_kill_9",
+           "test_install.py::test_wheel", "test_sweep.py::test_a_two_node_ray_cluster", "test_linattn.py::test_verify_runs",
            "test_recipes_honour.py::test_every_core_field_is_honoured_or_refused[linattn-noise]",
            "test_plugins.py::test_the_documented_plugin", "test_install.py::test_no_compiler",
            "test_faults.py::test_a_truncated_kernel_library", "test_crossover.py::")

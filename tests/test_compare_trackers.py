@@ -2,6 +2,7 @@
 equal to its metrics.parquet, and the Python API's own wording of the CLI's errors. All on the suite's one tiny run
 (conftest.tiny_store) and a copy of it with another learning rate and other values (nothing trains here)."""
 
+import html
 import math
 import shutil
 
@@ -144,10 +145,11 @@ def test_run_table_points_and_display(tiny_store):
     # the result's repr shows matrices by their shape; the notebook's HTML and rich views show the table
     assert len(repr(run.result)) < 6000 and "<list 1×5×5>" in repr(run.result)
     shown = run._repr_html_()
-    assert all(str(c) in shown for c in cells.values.ravel()) and shown.count("<img") == len(run.figures)
+    assert all(html.escape(str(c), quote=False) in shown for c in cells.values.ravel())
+    assert shown.count("<img") == len(run.figures)
     from rich.console import Console
 
-    console = Console(width=200, record=True)
+    console = Console(width=400, record=True)
     console.print(run)
     text = console.export_text()
     assert all(str(c) in text for c in cells.values.ravel()) and run.run_id in text

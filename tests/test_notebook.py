@@ -2,6 +2,7 @@
 installed: its outputs hold a progress display (updated in place to its last step, with the current loss), the run's
 measured-vs-theory table and figures, the table as a DataFrame."""
 
+import html
 import importlib.util
 import json
 import re
@@ -54,7 +55,7 @@ def test_the_example_notebook_shows_progress_and_the_table(tmp_path, monkeypatch
     shown = next(_text(o, "text/html") for _, o in outputs if o.output_type == "execute_result"
                  and run.run_id in _text(o, "text/html"))
     table = run.table(numbers=False)
-    assert len(table) == 1 and all(str(cell) in shown for cell in table.values.ravel())
+    assert len(table) == 1 and all(html.escape(str(cell), quote=False) in shown for cell in table.values.ravel())
     assert shown.count("data:image/png;base64,") == len(run.figures) > 0
     # run.table(): the DataFrame of the same numbers
     frames = [_text(o, "text/html") for _, o in outputs if o.output_type == "execute_result"

@@ -85,7 +85,8 @@ def evaluate_run(path: Path, shifts: list[str] | None = None, *, prompts: int = 
     if not (path / "params.npz").is_file():
         raise store.StoreError(f"run {path.name} has no params.npz: its recipe trains no model to evaluate")
     cfg = build(load_toml(str(path / "config.toml")))
-    with np.load(store.verified(path, "params.npz"), allow_pickle=False) as z:
+    npz = store.verified(path, "params.npz")
+    with np.load(npz, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     rows = measure(cfg, arrays, names, run_id=path.name, prompts=prompts, key=key)
     with store.locked(path):

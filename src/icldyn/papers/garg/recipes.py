@@ -131,7 +131,7 @@ PAPER_TRAIN = {"optimizer": "adam", "lr": 1e-4, "batch": 64, "steps": 500_000, "
 CURRICULUM = {"d": 20, "n": 40, "dims_start": 5, "points_start": 11}
 QUICK = {"seeds": 1, "data": {"d": 5, "n": 10, "dims_start": None, "points_start": None, "test_size": 1000,
                               "per_prompt": 16},
-         "model": {"size": "tiny"}, "train": {"steps": 300, "lr": 1e-3, "log_every": 100}}
+         "model": {"size": "tiny"}, "train": {"steps": 200, "lr": 1e-3, "log_every": 100}}
 
 
 def _recipe(name: str, kind: str, description: str, data: dict | None = None) -> Recipe:
