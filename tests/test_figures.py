@@ -86,7 +86,6 @@ def test_every_recipe_figure(name, tmp_path, monkeypatch):
     rows = {k: list(v) for k, v in rec["rows"].items()}
     rows["run_id"] = ["recorded"] * len(rows["step"])
     saved: list[tuple[Figure, str, float]] = []
-    original = Figure.savefig
 
     def spy(self, fname, *args, **kw):  # recorded, not rendered (the sweep test renders one and reads its dpi back)
         saved.append((self, kw.get("format"), kw.get("dpi")))
