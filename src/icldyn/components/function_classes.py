@@ -141,10 +141,6 @@ def stage(cfg: FunctionClass, step: jax.Array) -> Stage:
                  jnp.asarray(grow(cfg.points_start, cfg.points_inc, cfg.n + 1), jnp.int32))
 
 
-def final_stage(cfg: FunctionClass) -> Stage:
-    return Stage(jnp.asarray(cfg.d, jnp.int32), jnp.asarray(cfg.n + 1, jnp.int32))
-
-
 def sample(cfg: FunctionClass, key: jax.Array, batch: int, dims: jax.Array | int | None = None,
            dtype=jnp.float32) -> Prompts:
     """``batch`` prompts of n + 1 points of the class, coordinates ≥ ``dims`` (default d) set to zero."""

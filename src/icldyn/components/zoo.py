@@ -180,8 +180,3 @@ def boosted_trees(X, y) -> np.ndarray:
 
     return _per_prefix(X, y, lambda: GradientBoostingRegressor(n_estimators=100, max_depth=6, learning_rate=0.3,
                                                                random_state=0))
-
-
-def squared_error(pred, y) -> np.ndarray:
-    """Mean over prompts of (ŷ_i − y_i)² at every position: (m,)."""
-    return np.mean(np.square(np.asarray(pred, np.float64) - np.asarray(y, np.float64)), axis=0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from icldyn.components import zoo
+from icldyn.components import gpt, zoo
 from icldyn.components.prompts import Prompts
 from icldyn.config import RunConfig, with_overrides
 from icldyn.papers.garg.figures import error_vs_k, training
@@ -52,12 +52,6 @@ def baselines(cfg: RunConfig, val: Prompts) -> dict[str, tuple[object, bool]]:
     return out
 
 
-def curve(cfg: RunConfig, pred, y) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, standard error) over prompts of the normalised error at every position."""
-    e = np.asarray(position_error(cfg, np.asarray(pred, np.float64), np.asarray(y, np.float64)))
-    return e.mean(0), e.std(0, ddof=1) / np.sqrt(e.shape[0])
-
-
 def zoo_curves(cfg: RunConfig, tests: list[Prompts], vals: list[Prompts]) -> tuple[dict, dict]:
     """Every baseline's error curve over the seeds' held-out prompts (those fitted prompt by prompt on the first
     ``data.per_prompt`` of each)."""
@@ -74,8 +68,6 @@ def zoo_curves(cfg: RunConfig, tests: list[Prompts], vals: list[Prompts]) -> tup
 
 
 def jobs(cfg: RunConfig):
-    from icldyn.components import gpt
-
     for label, over in grid_points(cfg):
         pcfg = with_overrides(cfg, over)
         s = build(pcfg)

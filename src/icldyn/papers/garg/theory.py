@@ -7,8 +7,6 @@ w ~ N(0, I_d), y = wᵀx, the error at the query after k examples divided by E y
   E‖ŵ − w‖² = d(d + 1)/k: normalised (d + 1)/k.
 - One step of GD from 0 with step η, ŵ = η · (1/k) Σ y_j x_j: error d(1 − η)² + η² d(d + 1)/k, minimised at
   η* = k/(k + d + 1): normalised (d + 1)/(k + d + 1) — the best a one-layer linear attention can do here.
-- Least squares with noise σ² (k > d + 1): σ² (1 + d/(k − d − 1)) (the inverse-Wishart mean), the error of the
-  noisy class before normalising.
 """
 
 from __future__ import annotations
@@ -27,8 +25,3 @@ def averaging_error(k: np.ndarray, d: int) -> np.ndarray:
 
 def one_step_gd_error(k: np.ndarray, d: int) -> np.ndarray:
     return (d + 1) / (np.asarray(k, float) + d + 1)
-
-
-def noisy_least_squares_error(k: np.ndarray, d: int, sigma: float) -> np.ndarray:
-    k = np.asarray(k, float)
-    return np.where(k > d + 1, sigma**2 * (1 + d / np.maximum(k - d - 1, 1e-12)), np.nan)
