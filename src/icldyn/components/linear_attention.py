@@ -90,6 +90,20 @@ class LinearAttentionModel(ModelSection):
 Params = dict[str, jax.Array]
 
 
+class LawAttentionModel(LinearAttentionModel):
+    """The L-layer attention on a data law drawn in JAX (no C sampler, no ``data.sampler``): the base of a kind that
+    reads another law than ``prompts``; subclasses set ``kind`` and ``data_kinds``."""
+
+    def check(self, cfg: RunConfig) -> None:
+        if self.activation != "linear" and self.forward == "moments":
+            raise ValueError(f"model.forward = 'moments' holds for model.activation = 'linear' only, not "
+                             f"{self.activation!r}; allowed: model.forward = 'auto', 'kernel' or 'columns'")
+
+    def execution(self, cfg: RunConfig) -> dict:
+        form = resolve_forward(self, cfg.data.d)
+        return {"forward": form, "threads": cfg.train.threads, "note": f"forward `{form}`; prompts drawn in JAX"}
+
+
 class Moments(NamedTuple):
     """A prompt reduced to what the linear transformer reads (moment form)."""
 

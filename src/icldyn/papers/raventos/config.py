@@ -10,9 +10,8 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from icldyn.components.gpt import GPTModel
-from icldyn.components.linear_attention import LinearAttentionModel, resolve_forward
+from icldyn.components.linear_attention import LawAttentionModel
 from icldyn.components.prompts import GaussianCovariates
-from icldyn.config import RunConfig
 
 
 class TaskPool(GaussianCovariates):
@@ -28,21 +27,12 @@ class TaskPool(GaussianCovariates):
                            "tasks)")
 
 
-class PoolAttention(LinearAttentionModel):
+class PoolAttention(LawAttentionModel):
     """The L-layer linear attention (arXiv 2306.00297 eq. 3) trained on a task pool."""
 
     kind: Literal["pool_attention"] = Field("pool_attention", description="L-layer linear attention on data.kind = "
                                             "'task_pool' (linear_attention's fields)")
     data_kinds = ("task_pool",)
-
-    def check(self, cfg: RunConfig) -> None:
-        if self.activation != "linear" and self.forward == "moments":
-            raise ValueError(f"model.forward = 'moments' holds for model.activation = 'linear' only, not "
-                             f"{self.activation!r}; allowed: model.forward = 'auto', 'kernel' or 'columns'")
-
-    def execution(self, cfg: RunConfig) -> dict:
-        form = resolve_forward(self, cfg.data.d)
-        return {"forward": form, "threads": cfg.train.threads, "note": f"forward `{form}`; prompts drawn in JAX"}
 
 
 class PoolGPT(GPTModel):
