@@ -1,6 +1,6 @@
 """Claims of Garg et al. (arXiv 2208.01066) for ``icldyn verify --paper garg``: the baseline zoo against its closed
 forms on the run's own held-out prompts, the causal-prefix identity the curriculum rests on, and (at the CPU size)
-the trained transformer beating every baseline but least squares once k ≥ d (their Figure 2)."""
+the trained transformer on least squares' curve and below every other baseline once k ≥ d (their Figure 2)."""
 
 from __future__ import annotations
 
@@ -53,22 +53,42 @@ def causal_claim(params, n_head: int, X: jax.Array, y: jax.Array, ks: list[int] 
     rel = worst / scale
     tol = 1e-5 if X.dtype == jnp.float32 else 1e-12
     return Claim(paper="garg", claim="a k-point prefix's predictions = the first k of the whole prompt's (trained GPT, "
-                 f"k = {', '.join(map(str, ks or range(1, X.shape[1])))})", theory=0.0, measured=rel, tolerance=tol, test="max |Δ| / max |ŷ| ≤ tol",
-                 passed=rel <= tol, fmt=".1e")
+                 f"k = {', '.join(map(str, ks or range(1, X.shape[1])))})", theory=0.0, measured=rel, tolerance=tol,
+                 test="max |Δ| / max |ŷ| ≤ tol", passed=rel <= tol, fmt=".1e")
+
+
+# Figure 2 at the CPU size: "on least squares' curve once k ≥ d" as error/d ≤ 0.1 at k = d and ≤ 0.05 for every
+# k > d (10% and 5% of the error with no examples): at least as close to least squares as ridge with λ = 0.1 (error/d
+# 0.096, 0.034, 0.014 at k = 5, 6, 7; λ = 0.3: 0.153, 0.078, 0.042 fails; Monte Carlo, d = 5, in
+# docs/results/garg.md). At k = d the system is square and ill-conditioned, so any algorithm that does not invert it
+# exactly pays most there. Tuned one-step GD (0.35–0.6) fails by ≥ 7×.
+REACH_AT_D, REACH_AFTER_D = 0.1, 0.05
 
 
 def reach_claim(p: CurvePoint) -> Claim:
-    """Figure 2 at the CPU size: once k ≥ d the trained transformer beats every baseline but least squares at every k
-    (the largest ratio of its error to the best of them; below 1 passes). Its gap to least squares (zero there) is in
-    the detail: at 20 000 steps of the tiny model it has not closed (docs/results/garg.md)."""
+    """Figure 2 at the CPU size: once k ≥ d the trained transformer's error/d is on least squares' curve (zero there)
+    within ``REACH_AT_D`` at k = d and ``REACH_AFTER_D`` beyond (the largest ratio of its error to that bound; at most
+    1 passes)."""
+    k, m = np.asarray(p.k), np.asarray(p.model)
+    sel = k >= p.d
+    bound = np.where(k == p.d, REACH_AT_D, REACH_AFTER_D)
+    ratio = float(np.max(m[sel] / bound[sel]))
+    return Claim(paper="garg", claim=f"for k ≥ d = {p.d} the trained GPT reaches least squares' error (0): error/d ≤ "
+                 f"{REACH_AT_D:g} at k = d, ≤ {REACH_AFTER_D:g} beyond (largest ratio to the bound)", theory=0.0,
+                 measured=ratio, tolerance=1.0, test="m ≤ tol", passed=ratio <= 1.0, fmt=".3f",
+                 detail="GPT at k ≥ d: " + ", ".join(f"{x:.4f}" for x in m[sel]))
+
+
+def beats_claim(p: CurvePoint) -> Claim:
+    """Once k ≥ d the trained transformer beats every baseline but least squares at every k (the largest ratio of
+    its error to the best of them; below 1 passes)."""
     k, m = np.asarray(p.k), np.asarray(p.model)
     sel = k >= p.d
     others = np.min([np.asarray(v) for n, v in p.baselines.items() if n != "least squares"], axis=0)
     ratio = float(np.max(m[sel] / others[sel]))
     return Claim(paper="garg", claim=f"for k ≥ d = {p.d} the trained GPT beats 3-NN, averaging and tuned GD at every k "
                  "(largest error ratio to the best of them)", theory=None, measured=ratio, tolerance=1.0,
-                 test="m < tol", passed=ratio < 1.0, fmt=".3f",
-                 detail="GPT at k ≥ d: " + ", ".join(f"{x:.3f}" for x in m[sel]) + "; least squares: 0")
+                 test="m < tol", passed=ratio < 1.0, fmt=".3f")
 
 
 def learns_claim(p: CurvePoint) -> Claim:
@@ -96,5 +116,5 @@ def claims(quick: bool, store: str | Path, reporter: Reporter | None = None) -> 
     m = cfg.data.n + 1
     out = zoo_claims(p) + [causal_claim(params, cfg.model.dims()[2], P.X, P.y, ks=[1, m // 2, m - 1])]
     if not quick:  # the quick model (200 steps) is still on the initial plateau: measured in docs/results/garg.md
-        out += [learns_claim(p), reach_claim(p)]
+        out += [learns_claim(p), reach_claim(p), beats_claim(p)]
     return out
