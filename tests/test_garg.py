@@ -171,3 +171,19 @@ def test_verify_quick_and_perturbed(verify_claims, session_store):
     assert garg_claims.reach_claim(cpu.model_copy(update={"model": at_cpu})).passed
     assert garg_claims.reach_claim(cpu.model_copy(update={"model": ridge[0.1]})).passed
     assert not garg_claims.reach_claim(cpu.model_copy(update={"model": ridge[0.3]})).passed
+    # the trained GPT on shifted prompts (icldyn eval): a shift longer than its learned positions is refused in one
+    # line before any work when named, left out of "every shift"; the standard law's OLS is exact from k = d
+    from icldyn import api
+    from icldyn.errors import ConfigError
+    from icldyn.evaluation import measure
+
+    with pytest.raises(ConfigError, match="shift 'longer' is not allowed"):
+        api.evaluate(run, ["longer"], store=session_store, prompts=16)
+    cfg = api.load(run.name, store=session_store).config
+    with np.load(run / "params.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    skipped: set[str] = set()
+    rows = measure(cfg, arrays, ["standard", "longer"], prompts=16, skip_beyond=True, skipped=skipped)
+    assert skipped == {"longer"} and {r["shift"] for r in rows} == {"standard"}
+    assert {r["k"] for r in rows} == set(range(1, cfg.data.n + 1))
+    assert max(r["error"] for r in rows if r["method"] == "ols" and r["k"] >= d) < 1e-6

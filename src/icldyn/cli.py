@@ -452,7 +452,10 @@ def eval_(run_: str = typer.Argument(..., metavar="RUN", help="a finished run (d
     with bad_input():
         path = resolve_run(out, run_)
         _setup()
-        rows = evaluate_run(path, shift, prompts=prompts, key=key)
+        skipped: set[str] = set()
+        rows = evaluate_run(path, shift, prompts=prompts, key=key, skipped=skipped)
+    if skipped:
+        say(out_console, f"left out (prompts longer than the model reads): {', '.join(sorted(skipped))}")
     methods = list(dict.fromkeys(r["method"] for r in rows))
     table = Table(title=f"{path.name}: E[(ŷ − y_q)²] at the largest k, mean over seeds")
     for col in ("shift", "point", "k", *methods):

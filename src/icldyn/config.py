@@ -166,6 +166,11 @@ class ModelSection(Section):
         parameters (``icldyn eval``'s shifted prompts, agreement with algorithms); None: this model has none."""
         return None
 
+    def longest_prompt(self, cfg: RunConfig) -> int | None:
+        """The most points (context and query) a prompt given to :meth:`predictor` may hold (a GPT's learned
+        positions end at the trained length); None: any length."""
+        return None
+
 
 class Predict(Protocol):
     """``predict(params, prompts) -> ŷ``: the model's prediction at each prompt's query. ``params``: the model's
@@ -191,8 +196,8 @@ class TrainConfig(Section):
     """Optimiser (optax) and loop settings shared by every model."""
 
     optimizer: Any = Field(
-        "adam", description="the optimiser: adam, adamw, sgd (without momentum: plain gradient descent) or lbfgs (L-BFGS "
-        "directions at a fixed step lr, no line search, as torch.optim.LBFGS without line_search_fn), reading "
+        "adam", description="the optimiser: adam, adamw, sgd (without momentum: plain gradient descent) or lbfgs "
+        "(L-BFGS directions at a fixed step lr, no line search, as torch.optim.LBFGS without line_search_fn), reading "
         "train.b1, b2, weight_decay, momentum, lbfgs_memory; or any optax optimiser by name, with its keyword "
         "arguments in a table (`{name = \"lion\", b1 = 0.95}`, optax's defaults for the rest; `contrib.NAME`: "
         "optax.contrib); from Python also an optax.GradientTransformation (its own rate and schedule; train.lr, "

@@ -39,11 +39,15 @@ def _params(arrays: dict[str, np.ndarray], label: str, seed: int) -> dict[str, n
 
 
 def measure(cfg: RunConfig, arrays: dict[str, np.ndarray], shifts: list[str], *, run_id: str = "",
-            prompts: int = 2000, key: int = 0) -> list[dict]:
+            prompts: int = 2000, key: int = 0, skip_beyond: bool = False, skipped: set[str] | None = None
+            ) -> list[dict]:
     """Rows (run_id, point, seed, shift, k, method, error, se) for every grid point and seed of a run of ``cfg``
     whose parameters are ``arrays`` (params.npz's entries): :func:`icldyn.components.shifts.curves` on the seed's own
     training law, prompts from ``fold_in(PRNGKey(key), seed)``. A model without a predictor, a law without a shift
-    suite or a seed without parameters is one line (ConfigError)."""
+    suite, a seed without parameters or a shift whose prompts are longer than the model reads
+    (:meth:`~icldyn.config.ModelSection.longest_prompt`) is one line (ConfigError), before any work; with
+    ``skip_beyond`` those shifts are left out instead, their names added to ``skipped``."""
+    skipped = set() if skipped is None else skipped
     from icldyn import plugins, runner
 
     out = []
@@ -52,6 +56,20 @@ def measure(cfg: RunConfig, arrays: dict[str, np.ndarray], shifts: list[str], *,
         if predict is None:
             raise ConfigError(f"model.kind = {pcfg.model.kind!r} has no predictor (ModelSection.predictor), so its "
                               "runs cannot be evaluated on shifted prompts")
+        longest = pcfg.model.longest_prompt(pcfg)
+        if longest is not None:
+            d = getattr(pcfg.data, "d", 0)
+            beyond = [s for s in shifts if max(suite.get(s).lengths(pcfg.data.n, d)) + 1 > longest]
+            if beyond and skip_beyond:
+                shifts = [s for s in shifts if s not in beyond]
+                skipped.update(beyond)
+            elif beyond:
+                raise ConfigError(f"shift {beyond[0]!r} is not allowed for model.kind = {pcfg.model.kind!r}: its "
+                                  f"prompts hold more than the {longest} points the model reads; allowed: "
+                                  + ", ".join(s for s in suite.SHIFTS if s not in beyond))
+            if not shifts:
+                raise ConfigError(f"no shift left to evaluate: every one named needs prompts longer than {longest} "
+                                  "points")
         for seed in range(pcfg.seed, pcfg.seed + pcfg.seeds):
             params = _params(arrays, label, seed)
             if not params:
@@ -67,10 +85,12 @@ def measure(cfg: RunConfig, arrays: dict[str, np.ndarray], shifts: list[str], *,
     return out
 
 
-def evaluate_run(path: Path, shifts: list[str] | None = None, *, prompts: int = 2000, key: int = 0) -> list[dict]:
-    """Evaluate the finished run at ``path`` on ``shifts`` (None: every shift), write its rows into the run's
-    ``shifts.parquet`` (replacing those shifts' earlier rows) and redraw ``figures/shifts.png``; returns the new
-    rows. A run that is unfinished, damaged or without params.npz is one line (StoreError)."""
+def evaluate_run(path: Path, shifts: list[str] | None = None, *, prompts: int = 2000, key: int = 0,
+                 skipped: set[str] | None = None) -> list[dict]:
+    """Evaluate the finished run at ``path`` on ``shifts`` (None: every shift the model can read; those it cannot,
+    e.g. ``longer`` for a GPT, are added to ``skipped``), write its rows into the run's ``shifts.parquet``
+    (replacing those shifts' earlier rows) and redraw ``figures/shifts.png``; returns the new rows. A run that is
+    unfinished, damaged or without params.npz is one line (StoreError)."""
     from icldyn import store
 
     names = shift_names(shifts)
@@ -88,7 +108,8 @@ def evaluate_run(path: Path, shifts: list[str] | None = None, *, prompts: int = 
     npz = store.verified(path, "params.npz")
     with np.load(npz, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    rows = measure(cfg, arrays, names, run_id=path.name, prompts=prompts, key=key)
+    rows = measure(cfg, arrays, names, run_id=path.name, prompts=prompts, key=key, skip_beyond=not shifts,
+                   skipped=skipped)
     with store.locked(path):
         every = store.write_shift_rows(path, rows, set(names))
         figures = draw(every, path)

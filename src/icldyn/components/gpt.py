@@ -64,7 +64,7 @@ class GPTModel(ModelSection):
     def predictor(self, cfg: RunConfig) -> Predict:
         """ŷ at the query (the last x token) of prompts up to the trained length n + 1 (the learned positions end
         there: a longer prompt is refused in one line)."""
-        H, longest = self.dims()[2], cfg.data.n + 1
+        H, longest = self.dims()[2], self.longest_prompt(cfg)
 
         def at_query(params, prompts):
             if prompts.X.shape[1] > longest:
@@ -73,6 +73,10 @@ class GPTModel(ModelSection):
             return predict(params, prompts.X, prompts.y, H)[:, -1]
 
         return at_query
+
+    def longest_prompt(self, cfg: RunConfig) -> int:
+        """n + 1: the learned positions end at the trained prompt length."""
+        return cfg.data.n + 1
 
 
 def init(key: jax.Array, d: int, n_points: int, n_embd: int, n_layer: int, n_head: int, dtype=jnp.float32) -> Params:
