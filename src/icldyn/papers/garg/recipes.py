@@ -141,11 +141,11 @@ RECIPES = [
     _recipe("garg-linear", "linear_regression", "Garg et al. Fig. 2: a GPT learns linear regression in context, "
             "error vs k beside least squares, 3-NN, averaging, tuned GD (paper size: standard model, curriculum)"),
     Recipe(name="garg-linear-cpu", paper="garg", base="garg-linear",
-           description="garg-linear at a CPU size: d = 5, 11 points, the small GPT, 14 000 Adam steps with "
-           "warm-up cosine decay (≈ 28 minutes on 2 cores)",
+           description="garg-linear at a CPU size: d = 5, 11 points, the small GPT, 10 000 Adam steps with "
+           "warm-up cosine decay (≈ 22 minutes on 2 cores)",
            defaults={"seeds": 1, "data": {"kind": "linear_regression", "d": 5, "n": 10, "test_size": 1000},
                      "model": {"kind": "gpt", "size": "small"},
-                     "train": {"optimizer": "adam", "lr": 1e-3, "batch": 64, "steps": 14_000, "log_every": 1000,
+                     "train": {"optimizer": "adam", "lr": 1e-3, "batch": 64, "steps": 10_000, "log_every": 1000,
                                "schedule": CPU_SCHEDULE}},
            quick=QUICK),
     _recipe("garg-sparse", "sparse_linear_regression", "Garg et al. Fig. 4: sparse linear regression (3 non-zeros) "
