@@ -38,6 +38,24 @@ def _params(arrays: dict[str, np.ndarray], label: str, seed: int) -> dict[str, n
     return nest_params({k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
 
 
+def _readable(pcfg: RunConfig, shifts: list[str], skipped: set[str] | None) -> list[str]:
+    """``shifts`` whose prompts the model reads (:meth:`~icldyn.config.ModelSection.longest_prompt`); those beyond
+    it are added to ``skipped``, or, with ``skipped`` None, refused in one line (ConfigError)."""
+    longest = pcfg.model.longest_prompt(pcfg)
+    if longest is None:
+        return shifts
+    beyond = [s for s in shifts if max(suite.get(s).lengths(pcfg.data.n, getattr(pcfg.data, "d", 0))) + 1 > longest]
+    if beyond and skipped is None:
+        raise ConfigError(f"shift {beyond[0]!r} is not allowed for model.kind = {pcfg.model.kind!r}: its prompts hold "
+                          f"more than the {longest} points the model reads; allowed: "
+                          + ", ".join(s for s in suite.SHIFTS if s not in beyond))
+    if len(beyond) == len(shifts):
+        raise ConfigError(f"no shift left to evaluate: every one needs prompts longer than {longest} points")
+    if beyond:
+        skipped.update(beyond)
+    return [s for s in shifts if s not in beyond]
+
+
 def measure(cfg: RunConfig, arrays: dict[str, np.ndarray], shifts: list[str], *, run_id: str = "",
             prompts: int = 2000, key: int = 0, skip_beyond: bool = False, skipped: set[str] | None = None
             ) -> list[dict]:
@@ -47,29 +65,16 @@ def measure(cfg: RunConfig, arrays: dict[str, np.ndarray], shifts: list[str], *,
     suite, a seed without parameters or a shift whose prompts are longer than the model reads
     (:meth:`~icldyn.config.ModelSection.longest_prompt`) is one line (ConfigError), before any work; with
     ``skip_beyond`` those shifts are left out instead, their names added to ``skipped``."""
-    skipped = set() if skipped is None else skipped
     from icldyn import plugins, runner
 
+    skipped = set() if skipped is None else skipped
     out = []
     for label, pcfg in runner.points(plugins.get(cfg.experiment), cfg):
         predict = pcfg.model.predictor(pcfg)
         if predict is None:
             raise ConfigError(f"model.kind = {pcfg.model.kind!r} has no predictor (ModelSection.predictor), so its "
                               "runs cannot be evaluated on shifted prompts")
-        longest = pcfg.model.longest_prompt(pcfg)
-        if longest is not None:
-            d = getattr(pcfg.data, "d", 0)
-            beyond = [s for s in shifts if max(suite.get(s).lengths(pcfg.data.n, d)) + 1 > longest]
-            if beyond and skip_beyond:
-                shifts = [s for s in shifts if s not in beyond]
-                skipped.update(beyond)
-            elif beyond:
-                raise ConfigError(f"shift {beyond[0]!r} is not allowed for model.kind = {pcfg.model.kind!r}: its "
-                                  f"prompts hold more than the {longest} points the model reads; allowed: "
-                                  + ", ".join(s for s in suite.SHIFTS if s not in beyond))
-            if not shifts:
-                raise ConfigError(f"no shift left to evaluate: every one named needs prompts longer than {longest} "
-                                  "points")
+        shifts = _readable(pcfg, shifts, skipped if skip_beyond else None)
         for seed in range(pcfg.seed, pcfg.seed + pcfg.seeds):
             params = _params(arrays, label, seed)
             if not params:
