@@ -65,6 +65,11 @@ def test_compare_config_difference_finals_and_figure(two_runs, tmp_path):
         assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr, res.output
     with pytest.raises(icldyn.ConfigError, match=rf'icldyn.show\("{a}"\)'):
         icldyn.compare(a, store=store)
+    # --metric draws the named metrics only, in that order; one not logged by every run is one line naming the others
+    fig = c.figure(metrics=["train_loss", "test_loss"])
+    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["train_loss", "test_loss"]
+    res = CliRunner().invoke(app, ["compare", a, b, "--out", str(store), "--metric", "nope"])
+    assert res.exit_code == 2 and "metric 'nope' is not logged by every run; one of test_loss" in res.stderr, res.output
 
 
 def test_tensorboard_event_files_read_back_equal_the_parquet_metrics(two_runs, tmp_path):

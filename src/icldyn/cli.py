@@ -357,14 +357,17 @@ def compare(runs_: list[str] = typer.Argument(..., metavar="RUN RUN …", help="
                                              "of ids, or directories)"),
             out: Path = typer.Option(Path(DEFAULT_STORE), "--out"),
             figure: Optional[Path] = typer.Option(None, "--figure", help="where the figure goes (PNG, a PDF beside "
-                                                  "it; default <out>/compare/<runs>.png)")) -> None:
+                                                  "it; default <out>/compare/<runs>.png)"),
+            metric: Optional[list[str]] = typer.Option(None, "--metric", help="a metric to draw (repeat the "
+                                                       "option; default: every metric the runs share)")) -> None:
     """Runs side by side: the config keys that differ, each point's and metric's final value (mean ± sd over
     seeds), and a figure of the metrics they all logged, over training."""
     from icldyn.comparison import Comparison
 
     with bad_input():
         c = Comparison.of(runs_, out)
-        path = c.figure(figure or out / "compare" / ("_vs_".join(c.names) + ".png")) if c.shared_metrics() else None
+        path = (c.figure(figure or out / "compare" / ("_vs_".join(c.names) + ".png"), metric)
+                if c.shared_metrics() else None)
     table = Table(title=Text("config: the keys that differ"))
     for col in ("key", *c.names):
         table.add_column(Text(col))

@@ -109,22 +109,27 @@ class Comparison:
         main = _main_metric(tomllib.loads((self.runs[0] / "config.toml").read_text()))
         return sorted((x for x in sets[0] if all(x in s for s in sets)), key=lambda x: _order(x, main))
 
-    def figure(self, path: str | Path | None = None):
-        """The shared metrics over training, one panel each: per run (a colour) and point (a line style), the mean
-        over seeds; a log axis where a metric is positive over more than a decade. Saved as PNG (200 dpi) and PDF
-        beside it when ``path`` is given (returned); else the matplotlib Figure."""
+    def figure(self, path: str | Path | None = None, metrics: list[str] | None = None):
+        """The shared metrics over training (or those named in ``metrics``, in that order), one panel each: per run
+        (a colour) and point (a line style), the mean over seeds; a log axis where a metric is positive over more
+        than a decade. Saved as PNG (200 dpi) and PDF beside it when ``path`` is given (returned); else the
+        matplotlib Figure."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         import numpy as np
 
-        from icldyn.plots import DPI
+        from icldyn.plots import DPI, readable
         from icldyn.store import atomic_write
 
         shared = self.shared_metrics()
         if not shared:
             raise ConfigError(f"runs {', '.join(self.names)} logged no metric in common: nothing to draw")
+        if metrics:
+            if bad := [x for x in metrics if x not in shared]:
+                raise ConfigError(f"metric {bad[0]!r} is not logged by every run; one of {', '.join(shared)}")
+            shared = list(dict.fromkeys(metrics))
         cols = min(3, len(shared))
         rows = math.ceil(len(shared) / cols)
         fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.6 * rows), squeeze=False)
@@ -139,7 +144,7 @@ class Comparison:
                     curve = g.groupby("step")["value"].mean()
                     style = styles[points.index(point) % len(styles)]
                     ax.plot(curve.index, curve.values, style, color=colours[i % len(colours)],
-                            label=f"{name}" + (f" · {point}" if point else ""))
+                            label=f"{name}" + (f" · {readable(point)}" if point else ""))
                     finite = curve.values[np.isfinite(curve.values)]
                     if finite.size:
                         low, high = min(low, finite.min()), max(high, finite.max())

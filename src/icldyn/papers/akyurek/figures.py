@@ -28,7 +28,7 @@ def trajectory(cfg: RunConfig, points: list[TrajectoryPoint], rows: dict[str, li
         x, m, _, _ = series(rows, p.point, "test_loss")
         ax.plot(x, m, "--", color="0.6", label="held-out loss E[(ŷ − y)²]")
         ax.set(yscale="log", xlabel="step", ylabel="squared prediction difference (log scale)",
-               title=plots.readable(p.point) or f"{p.model}, L = {p.layers}")
+               title=plots.readable(p.point) or f"{p.model}, {p.layers} layers")
     plots.legend(axes[0][-1], fontsize=7)
     d = cfg.data
     fig.suptitle(f"{cfg.experiment}: which algorithm is the model running?\nd={d.d}, n={d.n}, Σ={d.covariance}, "
