@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from icldyn import plots
 from icldyn.papers.garg.results import CurvePoint
@@ -32,11 +33,14 @@ def error_vs_k(cfg, points: list[CurvePoint], rd) -> str:
             ax.axvline(p.d, color="0.5", lw=0.8, ls=":")
             ax.annotate(f"k = d = {p.d}", (p.d, 0.97), xycoords=("data", "axes fraction"), xytext=(3, 0),
                         textcoords="offset points", fontsize=8, ha="left", va="top")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(xlabel="in-context examples k", ylabel=p.metric, ylim=(-0.03, 1.25 if p.metric != "0-1 error" else 0.7),
                title=f"{CLASS_TITLES.get(p.function_class, p.function_class)}, d = {p.d}" + (
                    f" ({p.point})" if p.point else ""))
         plots.legend(ax)
-    fig.suptitle(f"{cfg.experiment}: error vs in-context examples (Garg et al. 2022, Fig. 2 style)", fontsize=10)
+    figure = 2 if cfg.data.kind in ("linear_regression", "noisy_linear_regression", "prompts") else 4
+    fig.suptitle(f"{cfg.experiment}: error vs in-context examples (Garg et al. 2022, Fig. {figure} style)",
+                 fontsize=10)
     return plots.save(fig, rd, "error_vs_k")
 
 

@@ -52,6 +52,12 @@ def baselines(cfg: RunConfig, val: Prompts) -> dict[str, tuple[object, bool]]:
     return out
 
 
+def metric_name(cfg: RunConfig) -> str:
+    """The regression error's name: squared error / E f(x)² (Garg et al.'s / d), said as such where that is 1."""
+    n = normaliser(cfg)
+    return "squared error (E f(x)² = 1)" if n == 1 else f"squared error / {n:g}"
+
+
 def zoo_curves(cfg: RunConfig, tests: list[Prompts], vals: list[Prompts]) -> tuple[dict, dict]:
     """Every baseline's error curve over the seeds' held-out prompts (those fitted prompt by prompt on the first
     ``data.per_prompt`` of each)."""
@@ -84,7 +90,7 @@ def jobs(cfg: RunConfig):
             classif = pcfg.data.kind == "linear_classification"
             return [{"point": label, "grid": over, "function_class": pcfg.data.kind, "d": pcfg.data.d,
                      "normaliser": normaliser(pcfg),
-                     "metric": "0-1 error" if classif else f"squared error / {normaliser(pcfg):g}",
+                     "metric": "0-1 error" if classif else metric_name(pcfg),
                      "k": list(range(pcfg.data.n + 1)), "model": errs.mean(0).tolist(),
                      "model_se": (errs.std(0, ddof=1) / np.sqrt(len(errs))).tolist(),
                      "baselines": bl, "baselines_se": bl_se,
@@ -124,6 +130,19 @@ CURRICULUM = {"d": 20, "n": 40, "dims_start": 5, "points_start": 11}
 # The CPU size's schedule: at a constant rate the tiny and small models stay on the initial plateau for thousands of
 # steps (docs/results/garg.md); 500 warm-up steps to the peak rate, then cosine decay to 1% of it.
 CPU_SCHEDULE = {"name": "warmup_cosine_decay_schedule", "warmup_steps": 500, "end_value": 0.01}
+CPU_TRAIN = {"optimizer": "adam", "lr": 1e-3, "batch": 64, "log_every": 1000, "schedule": CPU_SCHEDULE}
+# The other classes at a CPU size (one figure each, docs/results/garg.md): the small GPT, no curriculum.
+CPU_CLASSES = [
+    ("garg-sparse", "sparse_linear_regression", 10, 8000, {"d": 5, "sparsity": 2},
+     "garg-sparse at a CPU size: d = 5, 2 non-zeros, 11 points, the small GPT, 8000 Adam steps with warm-up cosine "
+     "decay (≈ 20 minutes on 2 cores)"),
+    ("garg-relu", "relu_2nn_regression", 10, 6000, {"d": 5},
+     "garg-relu at a CPU size: d = 5, 11 points, the small GPT, 6000 Adam steps with warm-up cosine decay "
+     "(1030 s on 2 cores)"),
+    ("garg-tree", "decision_tree", 15, 5000, {"d": 5},
+     "garg-tree at a CPU size: d = 5, depth 4, 16 points, the small GPT, 5000 Adam steps with warm-up cosine decay "
+     "(2299 s on 2 cores)"),
+]
 QUICK = {"seeds": 1, "data": {"d": 5, "n": 10, "dims_start": None, "points_start": None, "test_size": 1000,
                               "per_prompt": 16},
          "model": {"size": "tiny"}, "train": {"steps": 200, "lr": 1e-3, "log_every": 100, "schedule": "constant"}}
@@ -145,8 +164,7 @@ RECIPES = [
            "warm-up cosine decay (≈ 22 minutes on 2 cores)",
            defaults={"seeds": 1, "data": {"kind": "linear_regression", "d": 5, "n": 10, "test_size": 1000},
                      "model": {"kind": "gpt", "size": "small"},
-                     "train": {"optimizer": "adam", "lr": 1e-3, "batch": 64, "steps": 10_000, "log_every": 1000,
-                               "schedule": CPU_SCHEDULE}},
+                     "train": {**CPU_TRAIN, "steps": 10_000}},
            quick=QUICK),
     _recipe("garg-sparse", "sparse_linear_regression", "Garg et al. Fig. 4: sparse linear regression (3 non-zeros) "
             "against Lasso over α, least squares, 3-NN, averaging"),
@@ -154,4 +172,9 @@ RECIPES = [
             "gradient-boosted trees, 3-NN, least squares, averaging"),
     _recipe("garg-relu", "relu_2nn_regression", "Garg et al. Fig. 4: two-layer ReLU networks (100 units) against a "
             "2-layer network trained by Adam, least squares, 3-NN, averaging"),
+    *(Recipe(name=f"{base}-cpu", paper="garg", base=base, description=description,
+             defaults={"seeds": 1, "data": {"kind": kind, "n": n, "test_size": 1000, **data},
+                       "model": {"kind": "gpt", "size": "small"}, "train": {**CPU_TRAIN, "steps": steps}},
+             quick=QUICK)
+      for base, kind, n, steps, data, description in CPU_CLASSES),
 ]
