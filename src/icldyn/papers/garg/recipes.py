@@ -135,7 +135,7 @@ CPU_TRAIN = {"optimizer": "adam", "lr": 1e-3, "batch": 64, "log_every": 1000, "s
 CPU_CLASSES = [
     ("garg-sparse", "sparse_linear_regression", 10, 8000, {"d": 5, "sparsity": 2},
      "garg-sparse at a CPU size: d = 5, 2 non-zeros, 11 points, the small GPT, 8000 Adam steps with warm-up cosine "
-     "decay (≈ 20 minutes on 2 cores)"),
+     "decay (1094 s on 2 cores; at this size the GPT stalls above least squares, docs/results/garg.md)"),
     ("garg-relu", "relu_2nn_regression", 10, 6000, {"d": 5},
      "garg-relu at a CPU size: d = 5, 11 points, the small GPT, 6000 Adam steps with warm-up cosine decay "
      "(1030 s on 2 cores)"),
