@@ -8,6 +8,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from icldyn import plots
+from icldyn.papers.garg.problem import LINEAR
 from icldyn.papers.garg.results import CurvePoint
 
 CLASS_TITLES = {"linear_regression": "linear regression", "sparse_linear_regression": "sparse linear regression",
@@ -38,7 +39,7 @@ def error_vs_k(cfg, points: list[CurvePoint], rd) -> str:
                title=f"{CLASS_TITLES.get(p.function_class, p.function_class)}, d = {p.d}" + (
                    f" ({p.point})" if p.point else ""))
         plots.legend(ax)
-    figure = 2 if cfg.data.kind in ("linear_regression", "noisy_linear_regression", "prompts") else 4
+    figure = 2 if cfg.data.kind in LINEAR else 4
     fig.suptitle(f"{cfg.experiment}: error vs in-context examples (Garg et al. 2022, Fig. {figure} style)",
                  fontsize=10)
     return plots.save(fig, rd, "error_vs_k")

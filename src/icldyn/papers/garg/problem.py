@@ -18,6 +18,9 @@ from icldyn.config import RunConfig
 from icldyn.train.loop import Problem
 
 
+LINEAR = ("linear_regression", "noisy_linear_regression", "prompts")  # the linear laws (Garg et al.'s Figure 2)
+
+
 class Batch(NamedTuple):
     prompts: Prompts  # X (b, n + 1, d), y (b, n + 1)
     points: jax.Array  # the curriculum's prompt length: the loss counts positions < points

@@ -11,14 +11,11 @@ from icldyn.components import gpt, zoo
 from icldyn.components.prompts import Prompts
 from icldyn.config import RunConfig, with_overrides
 from icldyn.papers.garg.figures import error_vs_k, training
-from icldyn.papers.garg.problem import build, normaliser, numpy_prompts, position_error
+from icldyn.papers.garg.problem import LINEAR, build, normaliser, numpy_prompts, position_error
 from icldyn.papers.garg.results import CurvePoint, CurveResult
 from icldyn.recipe import Job, Recipe, Reporter, Rows, Table, Target, Trained, grid_points, run_jobs
 from icldyn.store import RunDir
 from icldyn.train.optimizers import build_optimizer
-
-LINEAR = ("linear_regression", "noisy_linear_regression", "prompts")
-
 
 def baselines(cfg: RunConfig, val: Prompts) -> dict[str, tuple[object, bool]]:
     """name -> (algorithm (X, y) -> (b, m) predictions, fitted per prompt) for the configured class (Garg et al.'s
@@ -131,8 +128,11 @@ CURRICULUM = {"d": 20, "n": 40, "dims_start": 5, "points_start": 11}
 # steps (docs/results/garg.md); 500 warm-up steps to the peak rate, then cosine decay to 1% of it.
 CPU_SCHEDULE = {"name": "warmup_cosine_decay_schedule", "warmup_steps": 500, "end_value": 0.01}
 CPU_TRAIN = {"optimizer": "adam", "lr": 1e-3, "batch": 64, "log_every": 1000, "schedule": CPU_SCHEDULE}
-# The other classes at a CPU size (one figure each, docs/results/garg.md): the small GPT, no curriculum.
+# Every class at a CPU size (one figure each, docs/results/garg.md): d = 5, the small GPT, no curriculum.
 CPU_CLASSES = [
+    ("garg-linear", "linear_regression", 10, 10_000, {"d": 5},
+     "garg-linear at a CPU size: d = 5, 11 points, the small GPT, 10 000 Adam steps with warm-up cosine decay "
+     "(≈ 22 minutes on 2 cores)"),
     ("garg-sparse", "sparse_linear_regression", 10, 8000, {"d": 5, "sparsity": 2},
      "garg-sparse at a CPU size: d = 5, 2 non-zeros, 11 points, the small GPT, 8000 Adam steps with warm-up cosine "
      "decay (1094 s on 2 cores; at this size the GPT stalls above least squares, docs/results/garg.md)"),
@@ -159,13 +159,6 @@ def _recipe(name: str, kind: str, description: str, data: dict | None = None) ->
 RECIPES = [
     _recipe("garg-linear", "linear_regression", "Garg et al. Fig. 2: a GPT learns linear regression in context, "
             "error vs k beside least squares, 3-NN, averaging, tuned GD (paper size: standard model, curriculum)"),
-    Recipe(name="garg-linear-cpu", paper="garg", base="garg-linear",
-           description="garg-linear at a CPU size: d = 5, 11 points, the small GPT, 10 000 Adam steps with "
-           "warm-up cosine decay (≈ 22 minutes on 2 cores)",
-           defaults={"seeds": 1, "data": {"kind": "linear_regression", "d": 5, "n": 10, "test_size": 1000},
-                     "model": {"kind": "gpt", "size": "small"},
-                     "train": {**CPU_TRAIN, "steps": 10_000}},
-           quick=QUICK),
     _recipe("garg-sparse", "sparse_linear_regression", "Garg et al. Fig. 4: sparse linear regression (3 non-zeros) "
             "against Lasso over α, least squares, 3-NN, averaging"),
     _recipe("garg-tree", "decision_tree", "Garg et al. Fig. 4: depth-4 decision trees against greedy and "
