@@ -1,8 +1,10 @@
-"""Runs side by side (`icldyn compare`, `icldyn.compare`), a run exported to TensorBoard and read back (tbparse)
-equal to its metrics.parquet, and the Python API's own wording of the CLI's errors. All on the suite's one tiny run
+"""Runs side by side (`icldyn compare`, `icldyn.compare`), a run exported to TensorBoard (read back by tbparse) and
+to W&B offline (its run files read back), each equal to its metrics.parquet, and the Python API's own wording of the
+CLI's errors. All on the suite's one tiny run
 (conftest.tiny_store) and a copy of it with another learning rate and other values (nothing trains here)."""
 
 import html
+import json
 import math
 import shutil
 
@@ -99,6 +101,72 @@ def test_tensorboard_event_files_read_back_equal_the_parquet_metrics(two_runs, t
     assert all(p == f"model.layers={int(v)}" for p, v in zip(layers.point, layers.value))  # the point's own value
     figures = EventAccumulator(str(tmp_path / a)).Reload().Tags()["images"]
     assert sorted(figures) == sorted(f"figures/{f.stem}" for f in (store / a / "figures").glob("*.png"))
+
+
+def _wandb_records(path):
+    """The protobuf records of an offline W&B run file (``run-<id>.wandb``): a 7-byte header (``:W&B``, magic,
+    version), then LevelDB-log framing (32 KiB blocks; per chunk crc32, length, type FULL/FIRST/MIDDLE/LAST). wandb
+    >= 0.2x no longer ships its Python reader (``wandb.sdk.internal.datastore``), so the test reads the framing."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2
+
+    data, block, pos, parts = path.read_bytes(), 32768, 7, b""
+    assert data[:4] == b":W&B"
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a chunk header is padding
+            pos += block - pos % block
+            continue
+        _, n, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if kind == 0:
+            break
+        parts, pos = parts + data[pos + 7:pos + 7 + n], pos + 7 + n
+        if kind in (1, 4):  # FULL or LAST: one record complete
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(parts)
+            parts = b""
+            yield record
+
+
+def test_wandb_offline_runs_read_back_equal_the_parquet_metrics(two_runs, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    store, a, _ = two_runs
+    res = CliRunner().invoke(app, ["export", a, "--to", "wandb", "--dir", str(tmp_path), "--out", str(store)])
+    assert res.exit_code == 0, res.output
+    rows, configs, finals, images = [], {}, {}, set()
+    for f in tmp_path.glob("wandb/offline-run-*/run-*.wandb"):
+        records = list(_wandb_records(f))
+        run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+        assert run.run_group == a
+        name = run.display_name.removeprefix(f"{a}/")
+        configs[name] = {i.key: json.loads(i.value_json) for i in run.config.update}
+        for r in records:
+            kind = r.WhichOneof("record_type")
+            items = {"/".join(i.nested_key) or i.key: json.loads(i.value_json)
+                     for i in (r.history.item if kind == "history" else r.summary.update if kind == "summary" else [])}
+            if kind == "history" and name != "figures":
+                point, seed = name.rsplit("/seed", 1)
+                rows += [(point, int(seed), m, items["_step"], v) for m, v in items.items() if not m.startswith("_")]
+            elif kind == "history":
+                images |= {k.split("/")[1] for k, v in items.items() if k.endswith("/_type") and v == "image-file"}
+            elif kind == "summary":
+                finals.setdefault(name, {}).update({k: v for k, v in items.items() if k.startswith("final/")})
+    want = pd.read_parquet(store / a / "metrics.parquet")
+    got = pd.DataFrame(rows, columns=["point", "seed", "metric", "step", "wandb"])
+    keys = ["point", "seed", "metric", "step"]
+    both = want.merge(got, on=keys, how="outer", indicator=True)
+    assert (both._merge == "both").all() and len(both) == len(want) == len(got)
+    assert (both.wandb.to_numpy() == both.value.to_numpy()).all()  # W&B keeps the float64 exactly
+    # one W&B run per point and seed, its config the run's with the point's own value and the seed; finals = last
+    assert len(configs) == 2 * TINY["seeds"] + 1 and images == {f.stem for f in (store / a / "figures").glob("*.png")}
+    for name, cfg in configs.items():
+        assert cfg["train.lr"] == 0.01
+        if name != "figures":
+            point, seed = name.rsplit("/seed", 1)
+            assert cfg["point"] == point == f"model.layers={cfg['model.layers']}" and cfg["seed"] == int(seed)
+            last = want[(want.point == point) & (want.seed == int(seed))].sort_values("step").groupby("metric").last()
+            assert finals[name] == {f"final/{m}": v for m, v in last.value.items()}
 
 
 def test_a_missing_tracker_or_an_unfinished_run_is_one_line(two_runs, tmp_path, monkeypatch):

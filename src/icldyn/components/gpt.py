@@ -16,7 +16,8 @@ layers compiles once whatever the depth but measured 25% slower per step on a CP
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -139,6 +140,28 @@ def predict(params: Params, xs: jax.Array, ys: jax.Array, n_head: int) -> jax.Ar
         h = block(h, jax.tree.map(lambda a, i=i: a[i], params["h"]), n_head)
     h = layer_norm(h, params["ln_f"])
     return h[:, ::2] @ params["read_out"]["w"] + params["read_out"]["b"]
+
+
+class QueryRegressor(NamedTuple):
+    """The GPT as an in-context regressor of the prompt's last label: ``init(key)``; ``loss(params, prompts)``, the
+    squared error at every x position (the training objective of arXiv 2208.01066 §3); ``predict(params, prompts)``
+    → ŷ (b,) at the query; ``test_loss(params, prompts)``, E(ŷ − y)² at the query."""
+
+    init: Callable
+    loss: Callable
+    predict: Callable
+    test_loss: Callable
+
+
+def query_regressor(d: int, n: int, n_embd: int, n_layer: int, n_head: int, dtype=jnp.float32) -> QueryRegressor:
+    """:class:`QueryRegressor` for prompts of n examples and a query (n + 1 x positions) in R^d."""
+    def at_all(params, p):  # (b, n+1): every x position
+        return predict(params, p.X, p.y, n_head)
+
+    return QueryRegressor(init=lambda key: init(key, d, n + 1, n_embd, n_layer, n_head, dtype),
+                          loss=lambda params, p: jnp.mean(jnp.square(at_all(params, p) - p.y)),
+                          predict=lambda params, p: at_all(params, p)[:, -1],
+                          test_loss=lambda params, p: jnp.mean(jnp.square(at_all(params, p)[:, -1] - p.y[:, -1])))
 
 
 _HF_BLOCK = {  # our name -> (HF state-dict name inside block i, transpose)

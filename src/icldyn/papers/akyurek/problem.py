@@ -63,14 +63,9 @@ def learner(cfg: RunConfig, dtype) -> Learner:
     (:mod:`icldyn.components.gpt`: trained on the squared error at every x position, as Garg et al., arXiv
     2208.01066 §3; read at the query)."""
     if cfg.model.kind == "gpt":
-        E, L, H = cfg.model.dims()
-        at_all = lambda params, p: gpt.predict(params, p.X, p.y, H)  # (b, n+1): every x position
-        return Learner(init=lambda key: gpt.init(key, cfg.data.d, cfg.data.n + 1, E, L, H, dtype),
-                       loss=lambda params, p: jnp.mean(jnp.square(at_all(params, p) - p.y)), prepare=lambda p: p,
-                       predict=lambda params, p: at_all(params, p)[:, -1],
-                       test_loss=lambda params, p: jnp.mean(jnp.square(at_all(params, p)[:, -1] - p.y[:, -1])),
-                       sample=lambda task, key, batch, n: sample_prompts_philox(task, key=key, batch=batch, n=n),
-                       seed_map="vmap")
+        return Learner(**gpt.query_regressor(cfg.data.d, cfg.data.n, *cfg.model.dims(), dtype)._asdict(),
+                       prepare=lambda p: p, seed_map="vmap",
+                       sample=lambda task, key, batch, n: sample_prompts_philox(task, key=key, batch=batch, n=n))
     m = LinearTransformer.from_config(cfg.model, cfg.data.d, cfg.train.threads)
     c_sampler = resolve_sampler(cfg, m.form) == "kernel"
 

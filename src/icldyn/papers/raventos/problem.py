@@ -52,13 +52,8 @@ def learner(cfg: RunConfig, dtype) -> Learner:
     :mod:`icldyn.components.gpt` (``model.kind = "pool_gpt"``: trained on the squared error at every x position, as
     Garg et al., arXiv 2208.01066 §3 and Raventós et al.; read at the query)."""
     if cfg.model.kind == "pool_gpt":
-        E, L, H = cfg.model.dims()
-        at_all = lambda params, p: gpt.predict(params, p.X, p.y, H)  # (b, n+1): every x position
-        return Learner(init=lambda key: gpt.init(key, cfg.data.d, cfg.data.n + 1, E, L, H, dtype),
-                       loss=lambda params, p: jnp.mean(jnp.square(at_all(params, p) - p.y)), prepare=lambda p: p,
-                       predict=lambda params, p: at_all(params, p)[:, -1],
-                       test_loss=lambda params, p: jnp.mean(jnp.square(at_all(params, p)[:, -1] - p.y[:, -1])),
-                       seed_map="vmap")
+        return Learner(**gpt.query_regressor(cfg.data.d, cfg.data.n, *cfg.model.dims(), dtype)._asdict(),
+                       prepare=lambda p: p, seed_map="vmap")
     m = LinearTransformer.from_config(cfg.model, cfg.data.d, cfg.train.threads)
     return Learner(init=lambda key: m.init(key, dtype), loss=m.loss, prepare=m.prepare,
                    predict=lambda params, p: m.predict(params, m.prepare(p)), test_loss=m.loss,
