@@ -2,6 +2,7 @@
 moment form, fused C kernel (loss and gradient)."""
 
 import functools
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -148,6 +149,23 @@ def test_column_kernel_loss_and_gradient_equal_autodiff(prompts, activation):
         for k in grad_c:
             np.testing.assert_allclose(grad_k[k][s], grad_c[k], rtol=1e-10,
                                        atol=1e-12 * float(jnp.abs(grad_c[k]).max()))
+
+
+def _overcommit() -> str:
+    """Linux's overcommit mode ('0' heuristic and '2' strict refuse an allocation beyond RAM + swap; '1' grants any)."""
+    path = Path("/proc/sys/vm/overcommit_memory")
+    return path.read_text().strip() if path.exists() else "unknown"
+
+
+@pytest.mark.skipif(not kernel.available(D_ + 1), reason="no C compiler: the kernel path is not built here")
+@pytest.mark.skipif(_overcommit() not in ("0", "2"), reason="this OS may grant the allocation and then run out")
+def test_a_kernel_refused_its_scratch_memory_says_so_in_one_line():
+    """Prompts of 40 000 tokens ask the column kernel for two n × n attention blocks per thread (≥ 2 × 51 GB), more
+    than RAM + swap here: the kernel frees what it took and returns code 2, raised as one line (before: the NULL
+    from aligned_alloc was written to)."""
+    P = np.zeros((1, 1, D_ + 1, D_ + 1))
+    with pytest.raises(RuntimeError, match=r"^attention kernel failed: out of memory for its scratch buffers$"):
+        kernel.attn_value_and_grad_np(P, P, np.zeros((1, D_ + 1, 40_000)), np.zeros(1), "softmax")
 
 
 def _reference_attention(P, Q, Z, activation):

@@ -43,6 +43,10 @@
 /* the c-th vector of entry ij of a block array (batch innermost) */
 #define V(p, ij, c) (*(VEC *)((p) + (size_t)(ij) * BLK + (size_t)(c) * VL))
 
+/* 64-byte aligned scratch; its size rounded up to the alignment, as C11's aligned_alloc asks. NULL: out of memory
+ * (a function that gets one returns 2, having skipped its work) */
+static inline void *scratch(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64); }
+
 typedef float vf32 __attribute__((vector_size(VBYTES), may_alias));
 typedef double vf64 __attribute__((vector_size(VBYTES), may_alias));
 
@@ -317,18 +321,24 @@ int FN(lsa)(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Q
     /* per thread: parameter-gradient accumulators and loss totals of every seed */
     REAL *acc = (REAL *)calloc((size_t)nthreads * NS * 2 * npar, sizeof(REAL));
     double *tot = (double *)calloc((size_t)nthreads * NS, sizeof(double));
-    if (!acc || !tot) return 2;
+    if (!acc || !tot) { free(acc); free(tot); return 2; }
+    int failed = 0;
 #pragma omp parallel num_threads(nthreads)
     {
         int tid = 0;
         TID_ASSIGN(tid);
         const size_t m = sizeof(REAL) * DD * BLK, v = sizeof(REAL) * D * BLK;
-        FN(tape) tp = {aligned_alloc(64, (L + 1) * m), aligned_alloc(64, (L + 1) * v), aligned_alloc(64, L * m),
-                       aligned_alloc(64, L * m), aligned_alloc(64, m), aligned_alloc(64, m), aligned_alloc(64, m),
-                       aligned_alloc(64, m), aligned_alloc(64, m), aligned_alloc(64, v), aligned_alloc(64, v)};
+        FN(tape) tp = {scratch((L + 1) * m), scratch((L + 1) * v), scratch(L * m), scratch(L * m), scratch(m),
+                       scratch(m), scratch(m), scratch(m), scratch(m), scratch(v), scratch(v)};
+        const int ok = tp.Ss && tp.zs && tp.Ts && tp.TSs && tp.SQ && tp.Sb && tp.Sn && tp.Tb && tp.W && tp.zb && tp.zn;
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
         REAL rr[BLK];
 #pragma omp for schedule(static)
         for (long it = 0; it < NS * nblk; it++) {
+            if (!ok) continue;
             const long sd = it / nblk, b0 = (it % nblk) * BLK;
             const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);
             const REAL *P = Pall + sd * npar, *Q = Qall + sd * npar, *S0 = S0all + (sd * B + b0) * DD;
@@ -341,6 +351,7 @@ int FN(lsa)(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Q
         free(tp.Ss); free(tp.zs); free(tp.Ts); free(tp.TSs); free(tp.SQ); free(tp.Sb); free(tp.Sn);
         free(tp.Tb); free(tp.W); free(tp.zb); free(tp.zn);
     }
+    if (failed) { free(acc); free(tot); return 2; }
     for (int sd = 0; sd < NS; sd++) {
         double total = 0.0;
         for (int th = 0; th < nthreads; th++) total += tot[(size_t)th * NS + sd];
@@ -370,12 +381,18 @@ int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsq
     const long ngroups = (NG + 3) / 4;
     const long nblk = (B + BLK - 1) / BLK;
     if (nthreads < 1) nthreads = 1;
+    int failed = 0;
 #pragma omp parallel num_threads(nthreads)
     {
-        REAL *G = (REAL *)aligned_alloc(64, sizeof(REAL) * (size_t)ngroups * 4 * BLK);
+        REAL *G = (REAL *)scratch(sizeof(REAL) * (size_t)ngroups * 4 * BLK);
+        if (!G) {
+#pragma omp atomic write
+            failed = 1;
+        }
         uint32_t u[4][BLK];
 #pragma omp for schedule(static)
         for (long it = 0; it < NS * nblk; it++) {
+            if (!G) continue;
             const long sd = it / nblk, b0 = (it % nblk) * BLK;
             const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);
             const REAL *Ssq = Ssqall + sd * d * d, *Wsq = Wsqall + sd * d * d, sigma = sigmas[sd];
@@ -440,7 +457,7 @@ int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsq
         }
         free(G);
     }
-    return 0;
+    return failed ? 2 : 0;
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -609,20 +626,27 @@ int FN(attn)(int NS, int L, int H, int D, int N, long B, int act, const REAL *Pa
     const long ngrp = (B + VL - 1) / VL, npar = (long)L * H * D * D;
     const int DN = D * N, NN = N * N;
     if (nthreads < 1) nthreads = 1;
-    VEC *acc = (VEC *)aligned_alloc(64, sizeof(VEC) * (size_t)nthreads * NS * 2 * npar);
+    VEC *acc = (VEC *)scratch(sizeof(VEC) * (size_t)nthreads * NS * 2 * npar);
     double *tot = (double *)calloc((size_t)nthreads * NS, sizeof(double));
-    if (!acc || !tot) return 2;
+    if (!acc || !tot) { free(acc); free(tot); return 2; }
     memset(acc, 0, sizeof(VEC) * (size_t)nthreads * NS * 2 * npar);
+    int failed = 0;
 #pragma omp parallel num_threads(nthreads)
     {
         int tid = 0;
         TID_ASSIGN(tid);
-        VEC *Zs = aligned_alloc(64, sizeof(VEC) * (size_t)(L + 1) * DN);
-        VEC *U = aligned_alloc(64, sizeof(VEC) * (size_t)L * H * DN), *W = aligned_alloc(64, sizeof(VEC) * (size_t)L * H * NN);
-        VEC *Vt = aligned_alloc(64, sizeof(VEC) * DN), *G = aligned_alloc(64, sizeof(VEC) * DN);
-        VEC *Gn = aligned_alloc(64, sizeof(VEC) * DN), *dW = aligned_alloc(64, sizeof(VEC) * NN);
+        VEC *Zs = scratch(sizeof(VEC) * (size_t)(L + 1) * DN);
+        VEC *U = scratch(sizeof(VEC) * (size_t)L * H * DN), *W = scratch(sizeof(VEC) * (size_t)L * H * NN);
+        VEC *Vt = scratch(sizeof(VEC) * DN), *G = scratch(sizeof(VEC) * DN);
+        VEC *Gn = scratch(sizeof(VEC) * DN), *dW = scratch(sizeof(VEC) * NN);
+        const int ok = Zs && U && W && Vt && G && Gn && dW;
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
 #pragma omp for schedule(static)
         for (long it = 0; it < NS * ngrp; it++) {
+            if (!ok) continue;
             const long sd = it / ngrp, b0 = (it % ngrp) * VL;
             const int nb = (int)((B - b0) < VL ? (B - b0) : VL);
             const REAL *P = Pall + sd * npar, *Q = Qall + sd * npar, *Z0 = Zall + (sd * B + b0) * DN;
@@ -652,6 +676,7 @@ int FN(attn)(int NS, int L, int H, int D, int N, long B, int act, const REAL *Pa
         }
         free(Zs); free(U); free(W); free(Vt); free(G); free(Gn); free(dW);
     }
+    if (failed) { free(acc); free(tot); return 2; }
     for (int sd = 0; sd < NS; sd++) {
         double total = 0.0;
         for (int th = 0; th < nthreads; th++) total += tot[(size_t)th * NS + sd];

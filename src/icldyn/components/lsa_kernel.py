@@ -292,8 +292,13 @@ def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarra
     rc = fn(ns, L, H, D, S.shape[1], *(_ptr(a) for a in (P, Q, S, zq, y, loss, gP, gQ)), mP.ctypes.data_as(u8),
             mQ.ctypes.data_as(u8), int(want_grad), threads)
     if rc != 0:
-        raise RuntimeError(f"lsa kernel failed (code {rc}; D = {D} must be ≤ 16)")
+        raise RuntimeError(_failed("lsa kernel", rc, f"D = {D} must be ≤ 16"))
     return loss.reshape(lead), gP.reshape(lead + P.shape[1:]), gQ.reshape(lead + Q.shape[1:])
+
+
+def _failed(what: str, rc: int, shapes: str) -> str:
+    """A kernel's non-zero return code in words: 1, shapes it was not built for; 2, its scratch memory refused."""
+    return f"{what} failed: " + ("out of memory for its scratch buffers" if rc == 2 else f"code {rc}; {shapes}")
 
 
 ACTIVATIONS = ("linear", "relu", "softmax", "softmax_masked")  # the column kernel's codes 0…3
@@ -313,7 +318,7 @@ def attn_value_and_grad_np(P: np.ndarray, Q: np.ndarray, Z: np.ndarray, y: np.nd
     rc = fn(ns, L, H, D, N, B, ACTIVATIONS.index(activation), *(_ptr(a) for a in (P, Q, Z, y, loss, gP, gQ)),
             int(want_grad), threads)
     if rc != 0:
-        raise RuntimeError(f"attention kernel failed (code {rc}; D = {D} must be ≤ 16, n ≥ 1)")
+        raise RuntimeError(_failed("attention kernel", rc, f"D = {D} must be ≤ 16, n ≥ 1"))
     return loss.reshape(lead), gP.reshape(lead + P.shape[1:]), gQ.reshape(lead + Q.shape[1:])
 
 
@@ -339,7 +344,7 @@ def sample_moments_np(sigma_sqrt: np.ndarray, w_sqrt: np.ndarray, noise_std, key
     rc = fn(ns, d, n, batch, _ptr(Ssq), _ptr(Wsq), _ptr(sig), keys.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)),
             _ptr(S), _ptr(zq), _ptr(yq), int(columns), threads)
     if rc != 0:
-        raise RuntimeError(f"prompt sampler failed (code {rc}; d = {d} must be ≤ 15)")
+        raise RuntimeError(_failed("prompt sampler", rc, f"d = {d} must be ≤ 15"))
     out = (S, yq) if columns else (S, zq, yq)
     return tuple(a.reshape(lead + a.shape[1:]) for a in out)
 
