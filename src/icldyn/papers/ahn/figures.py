@@ -97,6 +97,7 @@ def structure(cfg: RunConfig, points: list[AhnPoint], rows: dict[str, list], rd)
                     ax.plot(x, m, style, color=f"C{ell}", label=name)
         ax.set(xlabel="step", ylabel="scale-invariant distance", ylim=(0, 1.05),
                title=plots.readable(p.point, p.parameterization))
+        ax.locator_params(axis="x", nbins=5)  # 20 000 steps in a 5-inch panel: the default ticks run together
         if not ax.lines:
             plots.note_missing(ax, ["distances"])
     if any(ax.lines for ax in axes[0]):  # the same lines in every panel: one legend, outside
