@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import results_dir
+
 HERE = Path(__file__).resolve().parent
 L, D, N, BATCH = 3, 5, 20, 20_000
 
@@ -143,8 +145,7 @@ def main() -> None:
         out["rows"].append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "attention.json").write_text(json.dumps(out, indent=1) + "\n")
+    (results_dir(args.quick) / "attention.json").write_text(json.dumps(out, indent=1) + "\n")
     print("| activation | icldyn steps/s | reference steps/s | ratio (median, range) | equal work: loss, gradient "
           "| kernel GFLOP/s (whole step) |")
     print("|---|---|---|---|---|---|")

@@ -9,7 +9,12 @@ Equal work is checked first, in float64: the same weights (the reference's state
 the same parameters. Then the two alternate, 5 repeats each; median steps/s and the range, and GFLOP/s from the
 analytic FLOP count against this core's 2048² float32 matmul rate.
 
-Run: python -m benchmarks.garg [--quick]   (writes benchmarks/results/garg.json)
+Many seeds: icldyn's seeds (and seeds × learning rates) vmapped in one compiled chunk against the reference training
+the same number of models one after another, throughput in seed-steps/s, on one thread and on two (a worker process
+per thread count, pinned to that many cores). Per-seed work is checked equal first: the vmapped loss and gradients of
+five reference models' weights on five batches equal each reference model's own (float64).
+
+Run: python -m benchmarks.garg [--quick]   (writes benchmarks/results/garg.json; --quick: results/quick/garg.json)
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from benchmarks import HERE, results_dir
+
 D, POINTS, BATCH, LR = 20, 41, 64, 1e-4
 
 
@@ -37,13 +44,13 @@ def _median_spread(xs: list[float]) -> dict:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-                               " intra_op_parallelism_threads=1").strip()
+def worker(threads: int, quick: bool) -> dict:
+    """One thread: matmul peak, equal work, one seed's steps/s at tiny and small, then many seeds; two threads: the
+    matmul peak and many seeds."""
+    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:threads]))
+    if threads == 1:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+                                   " intra_op_parallelism_threads=1").strip()
     import jax
     import jax.numpy as jnp
     import optax
@@ -52,7 +59,7 @@ def main() -> None:
     from icldyn.runtime import setup_jax
 
     setup_jax()
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     from icldyn.components import gpt
     from icldyn.components.prompts import Prompts
     from icldyn.papers.garg.problem import Batch, build
@@ -68,7 +75,7 @@ def main() -> None:
                                           "model": {"size": size},
                                           "train": {"batch": BATCH, "lr": LR, "dtype": dtype}})
 
-    out: dict = {"machine": os.uname().nodename, "threads": 1, "rows": []}
+    out: dict = {"machine": os.uname().nodename, "threads": threads, "rows": [], "seeds": []}
     a = jnp.ones((2048, 2048), jnp.float32)
     mm = jax.jit(lambda x: x @ x)
     mm(a).block_until_ready()
@@ -77,7 +84,7 @@ def main() -> None:
         mm(a).block_until_ready()
     out["gflops_large_matmul"] = 3 * 2 * 2048**3 / (time.perf_counter() - t) / 1e9
 
-    for size in ("tiny", "small"):
+    for size in ("tiny", "small") if threads == 1 else ():
         E, L, H = gpt.SIZES[size]
         # -- equal work (float64): same weights, same prompts -> same loss, gradients, and 5 Adam steps
         torch.manual_seed(0)
@@ -108,16 +115,16 @@ def main() -> None:
             opt_t.step()
         fp, fr = flat_params(p_j), flat_params(gpt.from_state_dict(ref.state_dict(), jnp.float64))
         param_rel = max(float(jnp.max(jnp.abs(fp[k] - fr[k])) / jnp.max(jnp.abs(fr[k]))) for k in fp)
-        equal = {"loss": [float(loss_j), float(loss_t)], "max_rel_grad_diff": grad_rel,
+        equal = {"loss": [float(loss_j), loss_t.item()], "max_rel_grad_diff": grad_rel,
                  "max_rel_param_diff_after_5_adam_steps": param_rel}
-        print(size, "equal work:", json.dumps(equal), flush=True)
-        assert abs(float(loss_j) - float(loss_t)) <= 1e-10 * abs(float(loss_t)) and grad_rel <= 1e-8, equal
+        print(size, "equal work:", json.dumps(equal), file=sys.stderr, flush=True)
+        assert abs(float(loss_j) - loss_t.item()) <= 1e-10 * abs(loss_t.item()) and grad_rel <= 1e-8, equal
 
         # -- steps/s, float32, alternating
         cfg = cfg_of(size)
         s = build(cfg)
         opt = build_optimizer(cfg.train)
-        k = 10 if args.quick else (40 if size == "tiny" else 10)
+        k = 10 if quick else (40 if size == "tiny" else 10)
         chunk = jax.jit(make_chunk(s.problem, opt, k, 1))
         state = init_states(s.problem, opt, s.tasks, s.keys)
         t0 = time.perf_counter()
@@ -137,7 +144,7 @@ def main() -> None:
 
         torch_steps()
         ours, theirs = [], []
-        for _ in range(3 if args.quick else 5):
+        for _ in range(3 if quick else 5):
             t = time.perf_counter()
             state, _ = jax.block_until_ready(chunk(state, s.tasks, s.tests))
             ours.append(k / (time.perf_counter() - t))
@@ -154,9 +161,98 @@ def main() -> None:
         print(f"{size}: icldyn {row['icldyn_steps_s']['median']:.2f} steps/s, PyTorch "
               f"{row['pytorch_steps_s']['median']:.2f} steps/s, ratio {row['ratio']['median']:.2f} "
               f"({row['ratio']['min']:.2f}–{row['ratio']['max']:.2f}); GFLOP/s {row['icldyn_gflops']:.1f} vs "
-              f"{row['pytorch_gflops']:.1f} (matmul peak {out['gflops_large_matmul']:.1f})", flush=True)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "garg.json").write_text(json.dumps(out, indent=1))
+              f"{row['pytorch_gflops']:.1f} (matmul peak {out['gflops_large_matmul']:.1f})", file=sys.stderr, flush=True)
+
+    # -- many seeds: one vmapped program against the reference's models trained one after another
+    def ref_steps(models, opts, k):
+        for _ in range(k):
+            for m, o in zip(models, opts):
+                xs = torch.randn(BATCH, POINTS, D)
+                ys = (xs @ torch.randn(BATCH, D, 1))[:, :, 0]
+                o.zero_grad()
+                (m(xs, ys) - ys).square().mean().backward()
+                o.step()
+
+    for size in ("tiny",) if quick else ("tiny", "small"):
+        E, L, H = gpt.SIZES[size]
+        if threads == 1:  # per-seed work: the vmapped loss and gradients = each reference model's own (float64)
+            torch.manual_seed(1)
+            refs = [Reference(D, POINTS, E, L, H).double() for _ in range(5)]
+            stack = lambda ts: jax.tree.map(lambda *a: jnp.stack(a), *ts)  # noqa: E731
+            P = stack([gpt.from_state_dict(r.state_dict(), jnp.float64) for r in refs])
+            xs = torch.randn(5, BATCH, POINTS, D, dtype=torch.float64)
+            ys = (xs @ torch.randn(5, BATCH, D, 1, dtype=torch.float64))[..., 0]
+            s = build(cfg_of(size, "float64"))
+            B = Batch(Prompts(jnp.asarray(xs.numpy()), jnp.asarray(ys.numpy())),
+                      jnp.full((5,), POINTS, jnp.int32))
+            loss_j, grads_j = jax.vmap(jax.value_and_grad(s.problem.loss))(P, B)
+            worst = 0.0
+            for i, r in enumerate(refs):
+                lt = (r(xs[i], ys[i]) - ys[i]).square().mean()
+                r.zero_grad()
+                lt.backward()
+                gt = flat_params(gpt.from_state_dict({n: q.grad for n, q in r.named_parameters()}, jnp.float64))
+                gj = flat_params(jax.tree.map(lambda a, i=i: a[i], grads_j))
+                worst = max(worst, abs(float(loss_j[i]) - float(lt)) / float(lt),
+                            *(float(jnp.max(jnp.abs(gj[n] - gt[n])) / (jnp.max(jnp.abs(gt[n])) + 1e-300)) for n in gj))
+            print(size, f"per-seed work, 5 seeds vmapped vs 5 reference models: max rel diff {worst:.1e}",
+                  file=sys.stderr, flush=True)
+            assert worst <= 1e-8, worst
+        grids = [(5, None)] if quick else [(5, None), (5, [LR, 3 * LR, 1e-3])]
+        for n_seeds, lrs in grids:
+            cfg = cfg_of(size).model_copy(update={"seeds": n_seeds})
+            s = build(cfg)
+            opt = build_optimizer(cfg.train)
+            copies = 1 if lrs is None else len(lrs)
+            k = 10 if size == "tiny" else 4
+            chunk = jax.jit(make_chunk(s.problem, opt, k, 1, copies))
+            state = init_states(s.problem, opt, s.tasks, s.keys, lrs=lrs)
+            state, _ = jax.block_until_ready(chunk(state, s.tasks, s.tests))
+            slots = n_seeds * copies
+            models = [Reference(D, POINTS, E, L, H) for _ in range(slots)]
+            opts = [torch.optim.Adam(m.parameters(), lr=lr) for m, lr in
+                    zip(models, [LR] * slots if lrs is None else [lr for lr in lrs for _ in range(n_seeds)])]
+            ref_steps(models, opts, 1)
+            ours, theirs = [], []
+            for _ in range(3):
+                t = time.perf_counter()
+                state, _ = jax.block_until_ready(chunk(state, s.tasks, s.tests))
+                ours.append(slots * k / (time.perf_counter() - t))
+                t = time.perf_counter()
+                ref_steps(models, opts, k)
+                theirs.append(slots * k / (time.perf_counter() - t))
+            ratios = [a / b for a, b in zip(ours, theirs)]
+            flops = flops_step(E, L, H)
+            row = {"size": size, "seeds": n_seeds, "lrs": lrs, "slots": slots,
+                   "icldyn_seed_steps_s": _median_spread(ours), "pytorch_seed_steps_s": _median_spread(theirs),
+                   "ratio": _median_spread(ratios), "icldyn_gflops": flops * statistics.median(ours) / 1e9,
+                   "pytorch_gflops": flops * statistics.median(theirs) / 1e9}
+            out["seeds"].append(row)
+            what = f"{n_seeds} seeds" + ("" if lrs is None else f" × {len(lrs)} learning rates")
+            print(f"{size}, {what}, {threads} thread(s): icldyn {row['icldyn_seed_steps_s']['median']:.2f} "
+                  f"seed-steps/s (one program), PyTorch {row['pytorch_seed_steps_s']['median']:.2f} (one after "
+                  f"another), throughput ratio {row['ratio']['median']:.2f} ({row['ratio']['min']:.2f}–"
+                  f"{row['ratio']['max']:.2f}); GFLOP/s {row['icldyn_gflops']:.1f} vs {row['pytorch_gflops']:.1f} "
+                  f"(matmul peak {out['gflops_large_matmul']:.1f})", file=sys.stderr, flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.quick)))
+        return
+    res = {}
+    for t in (1, 2):  # a process per thread count (XLA fixes its thread pool when it starts); progress on stderr
+        cmd = [sys.executable, "-m", "benchmarks.garg", "--worker", str(t)] + (["--quick"] if args.quick else [])
+        proc = subprocess.run(cmd, cwd=HERE.parent, stdout=subprocess.PIPE, text=True, check=True)
+        res[t] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = res[1] | {"seeds_two_threads": {"gflops_large_matmul": res[2]["gflops_large_matmul"],
+                                          "rows": res[2]["seeds"]}}
+    (results_dir(args.quick) / "garg.json").write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

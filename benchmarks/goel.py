@@ -15,6 +15,8 @@ import statistics
 import time
 from pathlib import Path
 
+from benchmarks import results_dir
+
 import jax
 
 from icldyn.runtime import setup_jax
@@ -77,8 +79,7 @@ def main() -> None:
     sampled = statistics.median(times["sampled oracle step (n=200, 16 prompts)"])
     out = {"rows": rows, "sampled_step_s": sampled, "speedup_iterations": summary["speedup"],
            "speedup_lower_bound": summary["speedup_lower_bound"]}
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "goel.json").write_text(json.dumps(out, indent=2))
+    (results_dir(args.quick) / "goel.json").write_text(json.dumps(out, indent=2))
     print("| method | tuned point | iterations to stay < 1e-8 | µs / iteration | ms to target | compile (s) |")
     print("|---|---|---|---|---|---|")
     for r in rows:

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import results_dir
+
 HERE = Path(__file__).resolve().parent
 D, N = 5, 20
 
@@ -238,8 +240,7 @@ def main() -> None:
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     meta = {"host": platform.node(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "time": time.strftime("%Y-%m-%d %H:%M")}
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "latest.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    (results_dir(args.quick) / "latest.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     print(markdown(results))
     for res in results:
         print(f"\nthreads={res['threads']}: large matmul {res['gflops_large_matmul']:.1f} GFLOP/s, "

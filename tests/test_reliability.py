@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -140,6 +141,26 @@ def test_one_seed_diverges_the_others_finish():
     assert all(np.all(np.isfinite(np.asarray(leaf))) for leaf in jax.tree.leaves(params))  # last finite kept
 
 
+def test_divergence_is_judged_on_the_training_loss_and_held_out_spikes_are_recorded():
+    from icldyn.papers.goel.problem import build
+    from icldyn.train.loop import train
+
+    cfg = get("goel-convergence").config({"seeds": 1, "train": {"steps": 40, "log_every": 10}}, quick=True)
+    setup = build(cfg)
+    ev = setup.problem.evaluate
+    spiky = setup.problem._replace(evaluate=lambda p, t, te: {**ev(p, t, te), "held_out": jnp.asarray(1e9)})
+    run = lambda **kw: train(spiky, setup.opt, setup.tasks, None, setup.keys, steps=40, log_every=10,  # noqa: E731
+                             lrs=[10.0], losses=("held_out",), **kw)
+    _, hist = run(max_loss=1e3)  # a held-out loss above max_loss at every log: recorded, nothing stopped
+    assert not hist.diverged_at and hist.steps[-1] == 40 and hist.spikes == {0: [0, 10, 20, 30, 40]}
+    assert hist.metrics[-1]["excess_loss"][0] < 1e-6  # trained to the end
+    # a training loss above max_loss at every log: diverged at the diverge_after-th (step 0 logs no training loss)
+    _, hist = run(max_loss=1e-30, diverge_after=2)
+    assert hist.diverged_at == {0: 20} and hist.steps[-1] == 20
+    _, hist = run(max_loss=1e-30, diverge_after=4)
+    assert hist.diverged_at == {0: 40}
+
+
 @pytest.mark.e2e
 def test_learning_rate_job_resumes_from_its_checkpoint(tmp_path):
     """A job of several learning rates interrupted mid-training continues from the checkpoint of the whole
@@ -209,3 +230,37 @@ def test_evaluate_step_sees_the_last_steps_params_and_update():
         np.testing.assert_allclose(m["update"], -0.1 * (m["before"] - np.asarray(targets)), rtol=1e-6)
         np.testing.assert_allclose(m["before"] + m["update"], m["w"], rtol=1e-6)
     np.testing.assert_allclose(hist.metrics[2]["w"], np.asarray(targets) * (1 - 0.9 ** 6), rtol=1e-5)
+
+
+@pytest.mark.e2e
+def test_two_devices_give_one_devices_numbers(tmp_path):
+    """The seeds split over two (forced host) devices, padded from three to four: the same final losses as one device
+    to float32 rounding, and ``"devices": 2`` in the summary's execution; an explicit count above the machine's is
+    one line."""
+    sets = ["--set", "model.forward=moments", "--set", "data.sampler=jax", "--set", "grid.model.layers=[1]",
+            "--set", "seeds=3", "--set", "train.steps=200", "--set", "data.test_size=2000"]
+
+    def run(devices: int, *more: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+        return subprocess.run([sys.executable, "-m", "icldyn.cli", "run", "quickstart", "--quick", "--json", "--out",
+                               str(tmp_path), *sets, *more], capture_output=True, text=True, env=env)
+
+    one, two = (json.loads(run(n).stdout) for n in (1, 2))
+    assert one["execution"]["devices"] == 1 and two["execution"]["devices"] == 2
+    loss = lambda s: np.array([x["final"]["test_loss"] for x in s["points"][0]["seeds"]])  # noqa: E731
+    assert len(loss(two)) == 3 and np.max(np.abs(loss(two) / loss(one) - 1)) <= 1e-6, (loss(one), loss(two))
+    bad = run(2, "--set", "train.devices=3")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: train.devices = 3 is not allowed"), bad.stderr
+
+
+@pytest.mark.e2e
+def test_gpu_script_on_a_cpu_says_so_and_exits_0(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    res = subprocess.run(["bash", str(root / "benchmarks" / "gpu.sh")], capture_output=True, text=True,
+                         env={**os.environ, "OUT": str(tmp_path), "ICLDYN_PYTHON": sys.executable}, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "No GPU found" in res.stdout
+    got = json.loads((tmp_path / "gpu.json").read_text())
+    losses = got["rows"]["quickstart --quick float64, CPU: final test_loss"].split(",")
+    assert got["backend"] == "cpu" and len(losses) == 4  # 2 points × 2 seeds
+    assert "No GPU found" in (tmp_path / "gpu.md").read_text()

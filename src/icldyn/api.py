@@ -532,12 +532,12 @@ def load(path_or_run_id: str | Path, store: str | Path = "runs") -> Run:
 
 
 def evaluate(run: str | Path, shifts: list[str] | None = None, store: str | Path = "runs", prompts: int = 2000,
-             key: int = 0):
+             key: int = 0, dtype: str | None = None):
     """A finished run's models on shifted prompts (``icldyn eval``; :mod:`icldyn.components.shifts`: None, every
     shift the model reads: a GPT's runs leave out ``longer``) at every prompt length, with the baselines on the same
     prompts: the new rows as a DataFrame (run_id, point, seed, shift, k, method, error, se), also written into the
-    run's ``shifts.parquet`` with a figure ``figures/shifts.png``. An unknown shift, or a run unfinished, damaged or
-    without parameters, raises one line."""
+    run's ``shifts.parquet`` with a figure ``figures/shifts.png``. ``dtype``: the model's precision (None: the run's
+    ``train.dtype``). An unknown shift, or a run unfinished, damaged or without parameters, raises one line."""
     import pandas as pd
 
     from icldyn.evaluation import evaluate_run
@@ -546,7 +546,7 @@ def evaluate(run: str | Path, shifts: list[str] | None = None, store: str | Path
 
     path = resolve_run(store, str(run))
     setup_jax()
-    return pd.DataFrame(evaluate_run(path, shifts, prompts=prompts, key=key),
+    return pd.DataFrame(evaluate_run(path, shifts, prompts=prompts, key=key, dtype=dtype),
                         columns=["run_id", "point", "seed", "shift", "k", "method", "error", "se"])
 
 

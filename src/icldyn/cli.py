@@ -173,10 +173,13 @@ def stopped_runs(sweeps: Path | None = None) -> Iterator[None]:
 def _print_divergence(summary: dict, console: Console) -> None:
     """One line per diverged seed: which point, which seed, at which step. A setting tried while tuning (a learning
     rate of a grid the recipe searches) that diverges is a result — the grid's edge — and is worded as one."""
-    from icldyn.runner import typed
+    from icldyn.runner import spike_lines, typed
 
     tuning = []
-    for p in typed(summary).points:
+    points = typed(summary).points
+    for line in spike_lines(points):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for p in points:
         gone = [s for s in p.seeds if s.status == "diverged"]
         if p.tuning and gone:
             steps = sorted(s.diverged_at for s in gone if s.diverged_at is not None)
@@ -188,8 +191,8 @@ def _print_divergence(summary: dict, console: Console) -> None:
             step = s.diverged_at
             console.print(f"diverged: {where}seed {s.seed}"
                           + (f" at step {step}" if step is not None else "")
-                          + " (loss NaN/Inf or above train.max_loss; its rows stop there)",
-                          markup=False, highlight=False, soft_wrap=True)
+                          + " (training loss NaN/Inf, or above train.max_loss for train.diverge_after logs in a "
+                          "row; its rows stop there)", markup=False, highlight=False, soft_wrap=True)
     if tuning:
         console.print("unstable by design — the learning-rate grid's settings above the stable range, not failures "
                       "(the best rate of each method is the one reported): " + "; ".join(tuning),
@@ -446,6 +449,8 @@ def eval_(run_: str = typer.Argument(..., metavar="RUN", help="a finished run (d
                                           "shift; an unknown name lists them)"),
           prompts: int = typer.Option(2000, "--prompts", help="prompts per shift and prompt length"),
           key: int = typer.Option(0, "--key", help="PRNG key of the prompts (folded with each seed and shift)"),
+          dtype: Optional[str] = typer.Option(None, "--dtype", help="the model's precision: float32 or float64 "
+                                              "(default: the run's train.dtype)"),
           out: Path = typer.Option(Path(DEFAULT_STORE), "--out")) -> None:
     """A finished run's models on shifted prompts at every prompt length, with the baselines on the same prompts:
     rows in the run's shifts.parquet (`icldyn query "SELECT * FROM shifts"`) and figures/shifts.png."""
@@ -456,7 +461,9 @@ def eval_(run_: str = typer.Argument(..., metavar="RUN", help="a finished run (d
         path = resolve_run(out, run_)
         _setup()
         skipped: set[str] = set()
-        rows = evaluate_run(path, shift, prompts=prompts, key=key, skipped=skipped)
+        if dtype not in (None, "float32", "float64"):
+            raise ConfigError(f"--dtype = {dtype!r} is not allowed: must be float32 or float64")
+        rows = evaluate_run(path, shift, prompts=prompts, key=key, skipped=skipped, dtype=dtype)
     if skipped:
         say(out_console, f"left out (prompts longer than the model reads): {', '.join(sorted(skipped))}")
     methods = list(dict.fromkeys(r["method"] for r in rows))

@@ -161,9 +161,21 @@ class ModelSection(Section):
         report). Raise ConfigError where an explicit setting cannot be honoured here."""
         return {}
 
+    def max_devices(self, cfg: RunConfig) -> int | None:
+        """The most local devices one training program of ``cfg`` may be split over (``train.devices``); None: any.
+        A model whose step calls a host kernel (``jax.pure_callback``) says 1: on XLA's CPU client, callbacks of two
+        devices at once exhaust its thread pool on a 2-core machine and hang (measured)."""
+        return None
+
     def predictor(self, cfg: RunConfig) -> Predict | None:
         """The trained model as a function of prompts (:class:`Predict`), for evaluations that read a run's
         parameters (``icldyn eval``'s shifted prompts, agreement with algorithms); None: this model has none."""
+        return None
+
+    def prefix_predictor(self, cfg: RunConfig) -> PrefixPredict | None:
+        """A causal model's predictions at every point of a prompt (:class:`PrefixPredict`), each reading only the
+        points up to it: a prompt of k context examples may then be padded after its query, so that evaluations at
+        every k run one compiled shape; None: the model is not causal (or has no predictor)."""
         return None
 
     def longest_prompt(self, cfg: RunConfig) -> int | None:
@@ -177,6 +189,14 @@ class Predict(Protocol):
     parameters (a run's ``params.npz`` entries of one seed, name → array, nested where a name holds ``/``);
     ``prompts``: an :class:`icldyn.components.prompts.Prompts` (X (b, k+1, d), y (b, k+1), the query last, its label
     unread) of any context length k ≥ 1; ŷ: (b,), the shape of ``prompts.y[:, -1]``. Pure and jit-able."""
+
+    def __call__(self, params: dict[str, jax.Array], prompts: Prompts) -> jax.Array: ...
+
+
+class PrefixPredict(Protocol):
+    """``predict(params, prompts) -> Ŷ``: a causal model's prediction at every point i of each prompt, Ŷ (b, k+1),
+    Ŷ[:, i] reading points 0 … i and labels 0 … i − 1 alone (so Ŷ[:, -1] is :class:`Predict`'s ŷ). Pure and
+    jit-able."""
 
     def __call__(self, params: dict[str, jax.Array], prompts: Prompts) -> jax.Array: ...
 
@@ -226,7 +246,14 @@ class TrainConfig(Section):
     batch: int = Field(1000, ge=1, description="prompts per step")
     log_every: int = Field(100, ge=1, description="metrics every k steps (one compiled chunk)")
     dtype: Literal["float32", "float64"] = Field("float32", description="floating-point precision")
-    max_loss: float = Field(1e6, gt=0.0, description="a seed whose loss exceeds this (or is NaN) is marked diverged")
+    max_loss: float = Field(1e6, gt=0.0, description="a seed whose training loss exceeds this for train.diverge_after "
+                            "logs in a row (or is NaN at once) is marked diverged; a held-out loss above it is a spike, "
+                            "recorded only")
+    diverge_after: int = Field(3, ge=1, description="consecutive logs above train.max_loss that mark a seed diverged")
+    devices: Literal["all"] | int = Field(
+        "all", description="local devices the seeds × learning-rates axis is split over (jax.sharding): \"all\" or "
+        "a count; the seeds are padded (with copies of the last, discarded) to a multiple of it",
+        json_schema_extra={"allowed": '"all" or an integer ≥ 1'})
     checkpoint_every: float = Field(
         30.0, ge=0.0, description="seconds between checkpoints (params, optimiser state, batch, PRNG key, step) that "
         "`icldyn run --resume` continues from; 0: after every chunk")
@@ -260,6 +287,13 @@ class TrainConfig(Section):
         if info.field_name == "schedule" and mode_of(v) == "object":
             raise ValueError(f"{v!r} is not allowed: must be a schedule's name or a table {{name = …, …}}")
         return v
+
+    @field_validator("devices", mode="before")
+    @classmethod
+    def _devices(cls, v: Any) -> Any:
+        if v == "all" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            return v
+        raise ValueError(f"{v!r} is not allowed: must be \"all\" or an integer ≥ 1")
 
     @model_validator(mode="after")
     def _optax(self) -> TrainConfig:

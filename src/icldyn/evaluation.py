@@ -57,14 +57,16 @@ def _readable(pcfg: RunConfig, shifts: list[str], skipped: set[str] | None) -> l
 
 
 def measure(cfg: RunConfig, arrays: dict[str, np.ndarray], shifts: list[str], *, run_id: str = "",
-            prompts: int = 2000, key: int = 0, skip_beyond: bool = False, skipped: set[str] | None = None
-            ) -> list[dict]:
+            prompts: int = 2000, key: int = 0, skip_beyond: bool = False, skipped: set[str] | None = None,
+            dtype: str | None = None) -> list[dict]:
     """Rows (run_id, point, seed, shift, k, method, error, se) for every grid point and seed of a run of ``cfg``
     whose parameters are ``arrays`` (params.npz's entries): :func:`icldyn.components.shifts.curves` on the seed's own
     training law, prompts from ``fold_in(PRNGKey(key), seed)``. A model without a predictor, a law without a shift
     suite, a seed without parameters or a shift whose prompts are longer than the model reads
     (:meth:`~icldyn.config.ModelSection.longest_prompt`) is one line (ConfigError), before any work; with
-    ``skip_beyond`` those shifts are left out instead, their names added to ``skipped``."""
+    ``skip_beyond`` those shifts are left out instead, their names added to ``skipped``. The model runs in ``dtype``
+    (None: the run's ``train.dtype``), a causal one (:meth:`~icldyn.config.ModelSection.prefix_predictor`) compiled
+    once for every prompt length."""
     from icldyn import plugins, runner
 
     skipped = set() if skipped is None else skipped
@@ -83,7 +85,8 @@ def measure(cfg: RunConfig, arrays: dict[str, np.ndarray], shifts: list[str], *,
             law = suite.base_law(pcfg, seed)
             try:
                 rows = suite.curves(predict, params, law, shifts, n=pcfg.data.n, batch=prompts,
-                                    key=jax.random.fold_in(jax.random.PRNGKey(key), seed), steps=suite.gd_steps(pcfg))
+                                    key=jax.random.fold_in(jax.random.PRNGKey(key), seed), steps=suite.gd_steps(pcfg),
+                                    prefix=pcfg.model.prefix_predictor(pcfg), dtype=dtype or pcfg.train.dtype)
             except KeyError as err:
                 raise ConfigError(f"params.npz of seed {seed} lacks the model's parameter {err.args[0]!r}") from None
             out += [{"run_id": run_id, "point": label, "seed": seed, **r} for r in rows]
@@ -91,7 +94,7 @@ def measure(cfg: RunConfig, arrays: dict[str, np.ndarray], shifts: list[str], *,
 
 
 def evaluate_run(path: Path, shifts: list[str] | None = None, *, prompts: int = 2000, key: int = 0,
-                 skipped: set[str] | None = None) -> list[dict]:
+                 skipped: set[str] | None = None, dtype: str | None = None) -> list[dict]:
     """Evaluate the finished run at ``path`` on ``shifts`` (None: every shift the model can read; those it cannot,
     e.g. ``longer`` for a GPT, are added to ``skipped``), write its rows into the run's ``shifts.parquet``
     (replacing those shifts' earlier rows) and redraw ``figures/shifts.png``; returns the new rows. A run that is
@@ -114,7 +117,7 @@ def evaluate_run(path: Path, shifts: list[str] | None = None, *, prompts: int = 
     with np.load(npz, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     rows = measure(cfg, arrays, names, run_id=path.name, prompts=prompts, key=key, skip_beyond=not shifts,
-                   skipped=skipped)
+                   skipped=skipped, dtype=dtype)
     with store.locked(path):
         every = store.write_shift_rows(path, rows, set(names))
         figures = draw(every, path)

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from icldyn.config import ConfigError, RunConfig, build, merge, section_of
 from icldyn.store import RunDir
-from icldyn.train.loop import History, Optimizer, Problem, history_slots, take_slots, train
+from icldyn.train.loop import History, Optimizer, Problem, history_slots, local_devices, take_slots, train
 
 
 class Typed(BaseModel):
@@ -66,6 +66,7 @@ class Seed(Typed):
     seed: int
     status: Literal["finished", "diverged"]
     diverged_at: int | None = None
+    spikes: list[int] = []  # steps where a held-out loss spiked (non-finite or above train.max_loss): recorded only
 
 
 class Point(Typed):
@@ -175,8 +176,8 @@ class Recipe:
     ``base``: the name of another installed recipe whose ``runner``, ``result``, ``combine``, ``group_runner``,
     ``group_fields``, ``derive``, ``assumptions``, ``losses`` and ``metric`` this one uses (its own defaults
     replace the base's): a recipe on another plug-in's runner, resolved through the registry, no import.
-    ``losses``: the logged metrics whose non-finite or too large value (``train.max_loss``) marks a seed diverged
-    (the training loss always counts). ``metric``: the main metric, drawn against a sweep's axes.
+    ``losses``: the logged held-out metrics whose non-finite or too large value (``train.max_loss``) is recorded as
+    a spike in the seed's summary and named in the report; only the training loss marks a seed diverged. ``metric``: the main metric, drawn against a sweep's axes.
     ``ignores``: dotted config keys the recipe does not use (a recipe that trains nothing: the optimiser's
     fields); an override or grid axis of one is refused with one line rather than silently ignored."""
 
@@ -262,7 +263,9 @@ def _pack(snap: dict[str, Any]) -> dict[str, np.ndarray]:
     seeds = len(next(iter(hist.metrics[0].values())))
     out.update({"done": np.asarray(snap["done"]), "hist_steps": np.asarray(hist.steps, np.int64),
                 "hist_names": np.asarray(names, dtype=str),
-                "hist_diverged": np.asarray([hist.diverged_at.get(s, -1) for s in range(seeds)], np.int64)})
+                "hist_diverged": np.asarray([hist.diverged_at.get(s, -1) for s in range(seeds)], np.int64),
+                "hist_spikes": np.asarray([(s, t) for s, ts in hist.spikes.items() for t in ts],
+                                          np.int64).reshape(-1, 2)})
     for j, n in enumerate(names):
         like = next(m[n] for m in hist.metrics if n in m)
         out[f"hist_m{j}"] = np.stack([m[n] if n in m else np.zeros_like(like) for m in hist.metrics])
@@ -275,8 +278,11 @@ def _unpack(z: dict[str, np.ndarray]) -> dict[str, Any]:
     names = [str(n) for n in z["hist_names"]]
     metrics = [{n: z[f"hist_m{j}"][t] for j, n in enumerate(names) if z[f"hist_has{j}"][t]}
                for t in range(len(z["hist_steps"]))]
+    spikes: dict[int, list[int]] = {}
+    for s, t in z.get("hist_spikes", np.zeros((0, 2), np.int64)):
+        spikes.setdefault(int(s), []).append(int(t))
     hist = History([int(s) for s in z["hist_steps"]], metrics,
-                   {i: int(s) for i, s in enumerate(z["hist_diverged"]) if s >= 0})
+                   {i: int(s) for i, s in enumerate(z["hist_diverged"]) if s >= 0}, spikes)
     return {"state": [z[f"state_{i}"] for i in range(count("state_"))],
             "good": [z[f"good_{i}"] for i in range(count("good_"))], "history": hist, "done": int(z["done"])}
 
@@ -292,8 +298,8 @@ def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, pr
     Logged rows are flushed to each target's ``metrics.parts/`` after every chunk that ends ``train.flush_every``
     seconds or more after the last flush (each part is an fsynced Parquet file), and at the end; a checkpoint of the
     whole program is written to the first target every ``train.checkpoint_every`` seconds (and at the end), and
-    resumed from when it is of the same slots (seeds and rates). ``losses``: the metrics that mark divergence
-    besides the training loss. Returns (params, history) per target."""
+    resumed from when it is of the same slots (seeds and rates). ``losses``: the held-out metrics whose spikes are
+    recorded (divergence is judged on the training loss). Returns (params, history) per target."""
     rd0, label0, _ = targets[0]
     ends = np.cumsum([len(seeds) for _, _, seeds in targets])
     rows = [slice(int(e) - len(t[2]), int(e)) for e, t in zip(ends, targets)]
@@ -339,9 +345,10 @@ def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, pr
     try:
         params, hist = train(problem, opt, tasks, tests, keys, steps=cfg.train.steps,
                              log_every=cfg.train.log_every, resample_every=cfg.data.resample_every,
-                             max_loss=cfg.train.max_loss, on_chunk=on_chunk, snapshot=snapshot, restore=restored,
+                             max_loss=cfg.train.max_loss, diverge_after=cfg.train.diverge_after, on_chunk=on_chunk, snapshot=snapshot, restore=restored,
                              lrs=lrs, slot_lrs=slot_lrs, losses=losses,
-                             dtype=cfg.train.dtype, init_keys=init_keys)
+                             dtype=cfg.train.dtype, init_keys=init_keys,
+                             devices=local_devices(cfg.train.devices, cfg.model.max_devices(cfg)))
     finally:  # Ctrl-C or an error keeps every logged row
         flush()
     return [take_slots(params, hist, r) for r in rows]
@@ -397,13 +404,14 @@ def seed_status(summary: dict[str, Any], seeds: list[int], hist: History) -> dic
     if len(given) != len(seeds):
         raise ValueError(f"a point summary lists {len(given)} seeds for a target of {len(seeds)}")
     out = [{**s, "seed": seed, "status": "diverged" if i in hist.diverged_at else "finished",
-            "diverged_at": hist.diverged_at.get(i)} for i, (seed, s) in enumerate(zip(seeds, given))]
+            "diverged_at": hist.diverged_at.get(i), "spikes": hist.spikes.get(i, [])}
+           for i, (seed, s) in enumerate(zip(seeds, given))]
     return {**summary, "seeds": out}
 
 
 def run_jobs(rds: list[RunDir], reporter: Reporter, jobs: Iterable[Job]) -> list[Trained]:
     """The runner skeleton every recipe uses: train each job (:func:`train_point`: metrics flushed per chunk,
-    checkpoints, resume; divergence on the training loss and on the recipe's declared ``losses``), append each
+    checkpoints, resume; divergence on the training loss, spikes of the recipe's declared ``losses`` recorded), append each
     target's metric rows and point summary (seeds' status from the history) to its run, and after every job write
     each run's metrics and parameters (``<label>/seed<seed>/<name>`` in params.npz), so an interrupted run keeps
     what it finished. Returns each run's :class:`Trained` points and rows."""

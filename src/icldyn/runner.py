@@ -18,6 +18,7 @@ from icldyn.config import ConfigError, RunConfig, with_overrides
 from icldyn.plugins import get
 from icldyn.recipe import Recipe, Reporter, Result, SilentReporter, Table, Trained
 from icldyn.store import RunDir, writing
+from icldyn.train.loop import local_devices
 
 _IMPORTED = time.time()
 COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
@@ -65,7 +66,12 @@ def execution(exp: Recipe, cfg: RunConfig) -> dict[str, Any]:
     (:meth:`~icldyn.config.ModelSection.execution`: e.g. a C kernel's status and its ``threads``) — for
     summary.json. Every grid point is checked: a setting this machine cannot honour raises ConfigError before any
     work."""
-    out: dict[str, Any] = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()], "threads": 1}
+    try:
+        n = min(local_devices(p.train.devices, p.model.max_devices(p)) for _, p in points(exp, cfg))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    out: dict[str, Any] = {"backend": jax.default_backend(), "devices": n,
+                           "device_names": [str(d) for d in jax.local_devices()[:n]], "threads": 1}
     per = [p.model.execution(p) for _, p in points(exp, cfg)]
     per = [e for e in per if e]
     if per:
@@ -228,6 +234,14 @@ def wall_time(wall_s: float | None, timing: dict[str, float] | None) -> str:
             f"which JAX tracing and XLA compilation {timing['compile_s']:.1f} s)")
 
 
+def spike_lines(points) -> list[str]:
+    """One line per seed whose held-out loss spiked (non-finite or above ``train.max_loss``) while its training went
+    on: recorded, not a divergence (divergence is judged on the training loss)."""
+    return [f"held-out spike: {'point ' + p.point + ', ' if p.point else ''}seed {s.seed} at step"
+            f"{'s' if len(s.spikes) > 1 else ''} {', '.join(map(str, s.spikes))} (non-finite or above "
+            "train.max_loss; recorded, training went on)" for p in points for s in p.seeds if s.spikes]
+
+
 def report(cfg: RunConfig, meta: dict[str, Any], result: Result) -> str:
     """report.md: what ran, the recipe's table of measured beside predicted, its notes, the figures."""
     outside = meta.get("assumptions_not_met")
@@ -238,11 +252,17 @@ def report(cfg: RunConfig, meta: dict[str, Any], result: Result) -> str:
              + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
     ex = meta.get("execution", {})
     if ex:
-        lines += [f"Ran on {ex['backend']} ({', '.join(ex['devices'])}), {ex['threads']} thread(s)"
+        names = ex.get("device_names", ex["devices"])  # runs before 2026-12: "devices" listed the names
+        share = (f", each program's seeds split over {ex['devices']} devices (padded to a multiple of them)"
+                 if isinstance(ex["devices"], int) and ex["devices"] > 1 else "")
+        lines += [f"Ran on {ex['backend']} ({', '.join(names)}){share}, {ex['threads']} thread(s)"
                   + (f": {ex['note']}" if ex.get("note") else "") + ".", ""]
     if outside:
         lines += ["**Outside the paper's assumptions** (the run went on; what needs them is not shown):", ""]
         lines += [f"- {a}" for a in outside] + [""]
+    spikes = spike_lines(getattr(result, "points", None) or [])
+    if spikes:
+        lines += [f"- {line}" for line in spikes] + [""]
     if result.table:
         lines += markdown_table(result.table) + [""]
     lines += result.report_lines

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import Field
 
-from icldyn.config import ModelSection, Predict, RunConfig
+from icldyn.config import ModelSection, Predict, PrefixPredict, RunConfig
 from icldyn.errors import ConfigError
 
 Params = dict[str, Any]
@@ -75,6 +75,11 @@ class GPTModel(ModelSection):
 
         return at_query
 
+    def prefix_predictor(self, cfg: RunConfig) -> PrefixPredict:
+        """ŷ at every x token (the causal mask: each reads the points before it and its own x alone)."""
+        H = self.dims()[2]
+        return lambda params, prompts: predict(params, prompts.X, prompts.y, H)
+
     def longest_prompt(self, cfg: RunConfig) -> int:
         """n + 1: the learned positions end at the trained prompt length."""
         return cfg.data.n + 1
@@ -111,35 +116,79 @@ def combine(xs: jax.Array, ys: jax.Array) -> jax.Array:
     return jnp.stack([xs, y_tok], axis=2).reshape(xs.shape[0], 2 * xs.shape[1], xs.shape[2])
 
 
-def layer_norm(h: jax.Array, p: Params) -> jax.Array:
+@jax.custom_vjp
+def _layer_norm(h: jax.Array, g: jax.Array, b: jax.Array) -> jax.Array:
+    return _layer_norm_fwd(h, g, b)[0]
+
+
+def _layer_norm_fwd(h, g, b):
     mu = h.mean(-1, keepdims=True)
     var = jnp.square(h - mu).mean(-1, keepdims=True)
-    return (h - mu) * jax.lax.rsqrt(var + LN_EPS) * p["g"] + p["b"]
+    r = jax.lax.rsqrt(var + LN_EPS)
+    xh = (h - mu) * r
+    return xh * g + b, (xh, r, g)
 
 
-def block(h: jax.Array, p: Params, n_head: int) -> jax.Array:
-    """One GPT-2 block: h + Attn(LN₁ h), then + MLP(LN₂ ·) (pre-LayerNorm; GELU in its tanh form, ``gelu_new``)."""
-    b, T, E = h.shape
-    a = layer_norm(h, p["ln_1"])
-    qkv = a @ p["attn"]["c_attn_w"] + p["attn"]["c_attn_b"]
-    q, k, v = (t.reshape(b, T, n_head, E // n_head) for t in jnp.split(qkv, 3, axis=-1))
-    scores = jnp.einsum("bqhc,bkhc->bhqk", q, k) * (E // n_head) ** -0.5
-    causal = jnp.tril(jnp.ones((T, T), bool))
-    weights = jax.nn.softmax(jnp.where(causal, scores, jnp.finfo(scores.dtype).min), axis=-1)
-    o = jnp.einsum("bhqk,bkhc->bqhc", weights, v).reshape(b, T, E)
-    h = h + o @ p["attn"]["c_proj_w"] + p["attn"]["c_proj_b"]
+def _layer_norm_bwd(res, dy):
+    """∂/∂h of (h − μ)/σ · g + b = r (dx̂ − mean dx̂ − x̂ mean(dx̂ x̂)) with dx̂ = dy g, from the saved x̂ and r = 1/σ
+    (autodiff of the forward re-derives both through the mean and the variance: measured slower, docs/performance.md
+    §10); g and b's gradients are column sums."""
+    xh, r, g = res
+    dxh = dy * g
+    m1 = dxh.mean(-1, keepdims=True)
+    m2 = (dxh * xh).mean(-1, keepdims=True)
+    lead = tuple(range(dy.ndim - 1))
+    return r * (dxh - m1 - xh * m2), jnp.sum(dy * xh, lead), jnp.sum(dy, lead)
+
+
+_layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
+
+
+def layer_norm(h: jax.Array, p: Params) -> jax.Array:
+    """LayerNorm over the last axis (ε = 1e-5, GPT2Config), two-pass variance, with a hand-written VJP."""
+    return _layer_norm(h, p["g"], p["b"])
+
+
+def causal_mask(T: int, queries: slice = slice(None)) -> jax.Array:
+    """(q, T) booleans: query position i (of ``range(T)[queries]``) sees key position j ≤ i."""
+    return jnp.arange(T)[None, :] <= jnp.arange(T)[queries][:, None]
+
+
+def _attention(a: jax.Array, p: Params, n_head: int, queries: slice = slice(None)) -> jax.Array:
+    """Multi-head causal self-attention of GPT-2 (its ``c_attn`` / ``c_proj`` weights), heads-major: the projections
+    write (b, H, T, c) directly, so that no einsum needs a transpose. ``queries``: the positions that attend (all, or
+    ``slice(None, None, 2)``, the x tokens); each sees every position up to itself."""
+    b, T, E = a.shape
+    c = E // n_head
+    W = p["c_attn_w"].reshape(E, 3, n_head, c)
+    B = p["c_attn_b"].reshape(3, n_head, 1, c)
+    q = jnp.einsum("bte,ehc->bhtc", a[:, queries], W[:, 0]) + B[0]
+    k = jnp.einsum("bte,ehc->bhtc", a, W[:, 1]) + B[1]
+    v = jnp.einsum("bte,ehc->bhtc", a, W[:, 2]) + B[2]
+    scores = jnp.einsum("bhqc,bhkc->bhqk", q, k) * c**-0.5
+    weights = jax.nn.softmax(jnp.where(causal_mask(T, queries), scores, jnp.finfo(scores.dtype).min), axis=-1)
+    o = jnp.einsum("bhqk,bhkc->bhqc", weights, v)
+    return jnp.einsum("bhqc,hce->bqe", o, p["c_proj_w"].reshape(n_head, c, E)) + p["c_proj_b"]
+
+
+def block(h: jax.Array, p: Params, n_head: int, queries: slice = slice(None)) -> jax.Array:
+    """One GPT-2 block: h + Attn(LN₁ h), then + MLP(LN₂ ·) (pre-LayerNorm; GELU in its tanh form, ``gelu_new``), at
+    the positions ``queries`` (all; the last block needs only the x tokens, which is exact)."""
+    h = h[:, queries] + _attention(layer_norm(h, p["ln_1"]), p["attn"], n_head, queries)
     m = jax.nn.gelu(layer_norm(h, p["ln_2"]) @ p["mlp"]["c_fc_w"] + p["mlp"]["c_fc_b"], approximate=True)
     return h + m @ p["mlp"]["c_proj_w"] + p["mlp"]["c_proj_b"]
 
 
 def predict(params: Params, xs: jax.Array, ys: jax.Array, n_head: int) -> jax.Array:
-    """(b, k) predictions ŷ_i = M(x₁, y₁, …, x_i) at every x token (y_i itself is never seen by ŷ_i)."""
+    """(b, k) predictions ŷ_i = M(x₁, y₁, …, x_i) at every x token (y_i itself is never seen by ŷ_i). Only the x
+    tokens are read out, so the last block computes its queries, residual and MLP at those alone."""
     zs = combine(xs, ys)
     h = zs @ params["read_in"]["w"] + params["read_in"]["b"] + params["wpe"][: zs.shape[1]]
-    for i in range(params["h"]["ln_1"]["g"].shape[0]):  # unrolled: a lax.scan over layers ran 25% slower on CPU
-        h = block(h, jax.tree.map(lambda a, i=i: a[i], params["h"]), n_head)
-    h = layer_norm(h, params["ln_f"])
-    return h[:, ::2] @ params["read_out"]["w"] + params["read_out"]["b"]
+    L = params["h"]["ln_1"]["g"].shape[0]
+    for i in range(L):  # unrolled: a lax.scan over layers ran 25% slower on CPU
+        queries = slice(None, None, 2) if i == L - 1 else slice(None)
+        h = block(h, jax.tree.map(lambda a, i=i: a[i], params["h"]), n_head, queries)
+    return layer_norm(h, params["ln_f"]) @ params["read_out"]["w"] + params["read_out"]["b"]
 
 
 class QueryRegressor(NamedTuple):

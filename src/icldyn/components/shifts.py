@@ -43,7 +43,7 @@ import numpy as np
 
 from icldyn.components import baselines as bl
 from icldyn.components.prompts import GaussianTask, Prompts, PromptsData, make_task
-from icldyn.config import ConfigError, Predict, RunConfig
+from icldyn.config import ConfigError, Predict, PrefixPredict, RunConfig
 
 Law = Callable[[GaussianTask, jax.Array], GaussianTask]  # (training law, key) → test law
 
@@ -310,7 +310,7 @@ def sample(shift: Shift, law: GaussianTask, key: jax.Array, batch: int, k: int) 
 
 
 def curves(predict: Predict, params, law: GaussianTask, shifts: list[str], *, n: int, key: jax.Array,
-           batch: int = 2000, steps: int = 1) -> list[dict]:
+           batch: int = 2000, steps: int = 1, prefix: PrefixPredict | None = None, dtype=jnp.float64) -> list[dict]:
     """The squared error at the query, E[(ŷ − y_q)²], of a model (``predict``, its ``params``) and of the baselines
     on the very same prompts, for each shift at each of its prompt lengths k (``Shift.lengths(n, d)``): one row
     ``{shift, k, method, error, se}`` per method (``METHODS``), ``se`` the standard error over the ``batch`` prompts.
@@ -318,16 +318,27 @@ def curves(predict: Predict, params, law: GaussianTask, shifts: list[str], *, n:
     :func:`sample` draws them). Baselines: ``ols`` (minimum-norm least squares), ``ridge`` (:func:`ridge_lambda` of
     the test law), ``steps``-step ``gd`` (A = ηI) and ``pgd`` (A = ηΣ⁻¹, Σ the training law's), η tuned at each k on
     ``TUNE_PROMPTS`` prompts of the training law (:func:`~icldyn.components.baselines.tune_step`: what the training
-    law teaches, not the shift), and ``zero`` (ŷ = 0: E[y_q²])."""
+    law teaches, not the shift), and ``zero`` (ŷ = 0: E[y_q²]). The model runs in ``dtype`` (its errors in
+    float64); a causal model's ``prefix`` predictor (:class:`~icldyn.config.PrefixPredict`) is given every prompt
+    padded after its query to the longest, one compiled program for every k and shift."""
     law = as_numpy(law)
-    params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
-    run = jax.jit(predict)
+    params = jax.tree.map(lambda a: jnp.asarray(a, dtype), params)
     sigma_inv = np.linalg.inv(np.asarray(law.sigma))
     d = law.sigma.shape[0]
     lengths = {name: list(get(name).lengths(n, d)) for name in shifts}
     K = max(max(ks) for ks in lengths.values())
     val = jax.tree.map(np.asarray, _gaussian(law, jax.random.fold_in(key, VAL_KEY), min(batch, TUNE_PROMPTS), K))
     etas: dict[int, tuple[float, float]] = {}
+    if prefix is None:
+        run = jax.jit(predict)
+        model = lambda X, y: run(params, Prompts(jnp.asarray(X, dtype), jnp.asarray(y, dtype)))  # noqa: E731
+    else:
+        at = jax.jit(lambda params, X, y, k: prefix(params, Prompts(X, y))[:, k])
+
+        def model(X, y):  # (b, k + 1, d): zeros after the query up to K + 1 points, which it cannot read
+            k, pad = X.shape[1] - 1, K + 1 - X.shape[1]
+            X, y = np.pad(X, ((0, 0), (0, pad), (0, 0))), np.pad(y, ((0, 0), (0, pad)))
+            return at(params, jnp.asarray(X, dtype), jnp.asarray(y, dtype), k)
 
     def tuned(k: int) -> tuple[float, float]:  # per k, on the training law's prompts, shared by every shift
         if k not in etas:
@@ -346,7 +357,7 @@ def curves(predict: Predict, params, law: GaussianTask, shifts: list[str], *, n:
         for k in ks:
             X, y = draw.prompts(k)
             eta_gd, eta_pgd = tuned(k)
-            preds = {"model": np.asarray(run(params, Prompts(jnp.asarray(X), jnp.asarray(y)))), "ols": bl.ols(X, y),
+            preds = {"model": np.asarray(model(X, y)), "ols": bl.ols(X, y),
                      "ridge": bl.ridge(X, y, lam), "gd": bl.preconditioned_gd(X, y, [eta_gd * np.eye(d)] * steps),
                      "pgd": bl.preconditioned_gd(X, y, [eta_pgd * sigma_inv] * steps), "zero": np.zeros(len(y))}
             for method, pred in preds.items():

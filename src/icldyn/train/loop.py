@@ -73,6 +73,17 @@ class History:
     steps: list[int] = field(default_factory=list)
     metrics: list[dict[str, np.ndarray]] = field(default_factory=list)  # each value: (seeds,)
     diverged_at: dict[int, int] = field(default_factory=dict)  # seed index -> step
+    spikes: dict[int, list[int]] = field(default_factory=dict)  # seed index -> steps of a held-out spike
+
+
+def _above(history: History, s: int, max_loss: float) -> int:
+    """How many of slot ``s``'s last logs in a row had a training loss above ``max_loss``."""
+    n = 0
+    for m in reversed(history.metrics):
+        if "train_loss" not in m or not float(m["train_loss"][s]) > max_loss:
+            break
+        n += 1
+    return n
 
 
 def over_seeds(f: Callable, how: str = "map") -> Callable:
@@ -262,13 +273,72 @@ def _check_fits(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, 
                "lower train.batch, data.n, data.test_size or seeds (or train on a larger machine)")
 
 
+def local_devices(wanted: str | int = "all", limit: int | None = None) -> int:
+    """How many local devices ``train.devices`` asks for: every one (``"all"``, at most the model's ``limit``) or
+    ``wanted``; more than this machine has, or than the model allows, is one line (ValueError)."""
+    have = jax.local_device_count()
+    if wanted == "all":
+        return min(have, limit or have)
+    if limit is not None and wanted > limit:
+        raise ValueError(f"train.devices = {wanted} is not allowed for this model: its step calls a host kernel, "
+                         f"so it runs on at most {limit} device(s); allowed: \"all\" or 1…{limit}")
+    if wanted > have:
+        raise ValueError(f"train.devices = {wanted} is not allowed: this machine has {have} local device(s) "
+                         f"({jax.default_backend()}); allowed: \"all\" or 1…{have}")
+    return int(wanted)
+
+
+def _pad_seeds(tree: PyTree, seeds: int, padded: int) -> PyTree:
+    """Every leaf with a leading seed axis of ``seeds`` extended to ``padded`` with copies of its last seed."""
+    def pad(a):
+        if getattr(a, "ndim", 0) == 0 or a.shape[0] != seeds or padded == seeds:
+            return a
+        return jnp.concatenate([a, jnp.repeat(a[-1:], padded - seeds, axis=0)])
+
+    return None if tree is None else jax.tree.map(pad, tree)
+
+
+def per_device(fn: Callable, devices: int, copies: int, state_in: bool = True) -> Callable:
+    """``fn(state, tasks, tests) -> (state, metrics)`` (or, ``state_in`` False, ``fn(params, tasks, tests) ->
+    metrics``) run on ``devices`` local devices at once (``jax.shard_map`` over a one-axis mesh): each device its
+    block of the seeds — their tasks, held-out sets, batches, keys — and the slots of those seeds at every learning
+    rate (slots are rate-major, ``g · seeds + s``, so they are split along the seed axis of (copies, seeds)).
+    Independent programs, no collectives (a model whose step calls a host kernel is limited to one device:
+    :meth:`~icldyn.config.ModelSection.max_devices`)."""
+    from jax.sharding import Mesh, PartitionSpec
+
+    mesh = Mesh(np.array(jax.local_devices()[:devices]), ("seeds",))
+    S, C = PartitionSpec("seeds"), PartitionSpec(None, "seeds")
+    split = lambda t: jax.tree.map(lambda a: a.reshape(copies, -1, *a.shape[1:]), t)  # noqa: E731
+    join = lambda t: jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), t)  # noqa: E731
+    if not state_in:
+        inner = jax.shard_map(lambda p, tasks, tests: split(fn(join(p), tasks, tests)), mesh=mesh,
+                              in_specs=(C, S, S), out_specs=C, check_vma=False)
+        return lambda params, tasks, tests: join(inner(split(params), tasks, tests))
+
+    def local(params, opt_state, batch, key, step, tasks, tests):
+        new, metrics = fn(TrainState(join(params), join(opt_state), batch, key, step), tasks, tests)
+        return split(new.params), split(new.opt_state), new.batch, new.key, new.step, split(metrics)
+
+    inner = jax.shard_map(local, mesh=mesh, in_specs=(C, C, S, S, S, S, S), out_specs=(C, C, S, S, S, C),
+                          check_vma=False)
+
+    def run(state: TrainState, tasks, tests):
+        p, o, b, k, st, m = inner(split(state.params), split(state.opt_state), state.batch, state.key, state.step,
+                                  tasks, tests)
+        return TrainState(join(p), join(o), b, k, st), join(m)
+
+    return run
+
+
 def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: jax.Array, *,
-          steps: int, log_every: int, resample_every: int = 1, max_loss: float = 1e6,
+          steps: int, log_every: int, resample_every: int = 1, max_loss: float = 1e6, diverge_after: int = 1,
           on_chunk: Callable[[int, dict[str, np.ndarray]], None] | None = None,
           snapshot: Callable[[dict[str, Any]], None] | None = None,
           restore: dict[str, Any] | None = None, lrs: list[float] | None = None,
           slot_lrs: list[float] | None = None, losses: tuple[str, ...] = (),
-          dtype: str | None = None, init_keys: jax.Array | None = None) -> tuple[PyTree, History]:
+          dtype: str | None = None, init_keys: jax.Array | None = None,
+          devices: int = 1) -> tuple[PyTree, History]:
     """Train every seed (leading axis of ``tasks``, ``tests``, ``keys``) in one compiled program.
 
     ``lrs``: a learning-rate axis — every seed trained at each rate in the same program, the rates sharing
@@ -277,42 +347,61 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     (runs that differ in their seeds or data law as well, stacked on the seed axis). The optimiser must hold
     its rate in its state (:func:`~icldyn.train.optimizers.learning_rate`, as every ``build_optimizer`` does).
 
-    Metrics are logged at step 0 and every ``log_every`` steps. A seed whose training loss or one of the
-    declared ``losses`` (a recipe's :attr:`~icldyn.recipe.Recipe.losses`) is non-finite or above ``max_loss``, or
-    whose gradient norm is non-finite, is marked diverged at that step; its later rows are dropped and its parameters
-    are kept from its last finite chunk.
+    Metrics are logged at step 0 and every ``log_every`` steps. A seed is marked diverged at the step where its
+    training loss or gradient norm is non-finite, or its training loss has been above ``max_loss`` for
+    ``diverge_after`` logs in a row; its later rows are dropped and its parameters are kept from its last finite
+    chunk. The declared held-out ``losses`` (a recipe's :attr:`~icldyn.recipe.Recipe.losses`) stop nothing: a
+    non-finite value or one above ``max_loss`` is recorded as a spike (``History.spikes``).
     ``snapshot`` is called after every chunk with what resuming needs (the state's and the last finite
     parameters' leaves, the history, the steps done); ``restore`` is such a snapshot to continue from:
     the remaining chunks are the same programs on the same state, so the result is bit-identical to an
     uninterrupted run. ``dtype``: the training precision (``train.dtype``): parameters, batches, tasks and held-out
     sets are cast to it (:func:`in_dtype`). ``init_keys``: the initial parameters' keys when they are not the
-    data's (:func:`init_states`). Returns (final params, history).
+    data's (:func:`init_states`). ``devices``: the local devices the slots are split over (``jax.sharding``, a
+    one-axis mesh); the seeds are padded to a multiple of it with copies of the last seed, trained and discarded
+    (metrics, history and parameters are of the real seeds alone). Returns (final params, history).
     """
     if dtype is not None:
         problem, tasks, tests = in_dtype(problem, dtype), cast_floats(tasks, dtype), cast_floats(tests, dtype)
     copies = 1 if lrs is None else len(lrs)
-    n_slots = copies * len(keys)
+    seeds = len(keys)
+    n_slots = copies * seeds
     _check_fits(problem, opt, tasks, tests, keys, copies)
+    padded = -(-seeds // devices) * devices
+    real = np.array([g * padded + i for g in range(copies) for i in range(seeds)])  # the real slots' indices
+    if devices > 1:
+        tasks, tests, keys, init_keys = (_pad_seeds(t, seeds, padded) for t in (tasks, tests, keys, init_keys))
+        if slot_lrs is not None:
+            slot_lrs = list(slot_lrs) + [slot_lrs[-1]] * (padded - seeds)
     state = init_states(problem, opt, tasks, keys, lrs, slot_lrs, init_keys)
-    evaluate = jax.jit(evaluate_slots(problem, copies))
+    spread = (lambda f, state_in=True: per_device(f, devices, copies, state_in)) if devices > 1 else \
+        (lambda f, state_in=True: f)
+    evaluate = jax.jit(spread(evaluate_slots(problem, copies), state_in=False))
     history = History()
 
     def log(step: int, metrics: dict[str, jax.Array]) -> np.ndarray:
-        m = {k: np.asarray(v) for k, v in metrics.items()}
-        for s in range(n_slots):
-            watched = [m[k][s] for k in ("train_loss", *losses) if k in m]
-            ok = all(np.isfinite(x) and x <= max_loss for x in watched)
-            ok = ok and ("grad_norm" not in m or np.isfinite(m["grad_norm"][s]))
-            if s not in history.diverged_at and not ok:
-                history.diverged_at[s] = step
+        m = {k: np.asarray(v)[real] if devices > 1 else np.asarray(v) for k, v in metrics.items()}
         history.steps.append(step)
         history.metrics.append(m)
+        for s in range(n_slots):
+            if s in history.diverged_at:
+                continue
+            finite = all(np.isfinite(m[k][s]) for k in ("train_loss", "grad_norm") if k in m)
+            if not finite or _above(history, s, max_loss) >= diverge_after:
+                history.diverged_at[s] = step
+            elif any(not float(m[k][s]) <= max_loss for k in losses if k in m):  # NaN too
+                history.spikes.setdefault(s, []).append(step)
         if on_chunk is not None:
             on_chunk(step, m)
-        return np.array([s not in history.diverged_at for s in range(n_slots)])
+        alive = np.ones(copies * padded, bool)  # a padding slot is never watched
+        alive[real] = [s not in history.diverged_at for s in range(n_slots)]
+        return alive
 
     good_params, done = state.params, 0
     if restore is not None:
+        if [np.shape(x) for x in restore["state"]] != [np.shape(x) for x in jax.tree.leaves(state)]:
+            raise ValueError(f"the checkpoint holds {len(real)} seed slot(s) padded for another device count: resume "
+                             "with the train.devices it was written with")
         state = jax.tree.unflatten(jax.tree.structure(state), [jnp.asarray(x) for x in restore["state"]])
         good_params = jax.tree.unflatten(jax.tree.structure(good_params), [jnp.asarray(x) for x in restore["good"]])
         history, done = restore["history"], restore["done"]
@@ -322,7 +411,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     while done < steps and len(history.diverged_at) < n_slots:
         length = min(log_every, steps - done)
         if length not in chunks:
-            chunks[length] = jax.jit(make_chunk(problem, opt, length, resample_every, copies))
+            chunks[length] = jax.jit(spread(make_chunk(problem, opt, length, resample_every, copies)))
         state, metrics = chunks[length](state, tasks, tests)
         done += length
         alive = log(done, metrics)
@@ -332,6 +421,8 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
         if snapshot is not None:
             snapshot({"state": jax.tree.leaves(state), "good": jax.tree.leaves(good_params), "history": history,
                       "done": done, "final": done >= steps or len(history.diverged_at) == n_slots})
+    if devices > 1:
+        good_params = jax.tree.map(lambda a: jax.device_put(a[real], jax.local_devices()[0]), good_params)
     return good_params, history
 
 
@@ -342,5 +433,6 @@ def take_slots(params: PyTree, history: History, rows: slice) -> tuple[PyTree, H
 
 def history_slots(history: History, rows: slice) -> History:
     """The history of the slots ``rows`` (start and stop given), renumbered from 0."""
+    inside = lambda d: {i - rows.start: s for i, s in d.items() if rows.start <= i < rows.stop}  # noqa: E731
     return History(list(history.steps), [{k: v[rows] for k, v in m.items()} for m in history.metrics],
-                   {i - rows.start: s for i, s in history.diverged_at.items() if rows.start <= i < rows.stop})
+                   inside(history.diverged_at), inside(history.spikes))

@@ -79,8 +79,9 @@ def jobs(cfg: RunConfig):
             [(params, hist)] = trained
             tests = [numpy_prompts(s.tests, i) for i in range(len(s.seeds))]
             vals = [numpy_prompts(s.vals, i) for i in range(len(s.seeds))]
-            preds = [np.asarray(gpt.predict(jax.tree.map(lambda a, i=i: a[i], params), s.tests.X[i], s.tests.y[i],
-                                            s.n_head), np.float64) for i in range(len(s.seeds))]
+            predict = jax.jit(gpt.predict, static_argnums=3)  # one program for every seed
+            preds = [np.asarray(predict(jax.tree.map(lambda a, i=i: a[i], params), s.tests.X[i], s.tests.y[i],
+                                        s.n_head), np.float64) for i in range(len(s.seeds))]
             errs = np.concatenate([np.asarray(position_error(pcfg, p, t.y)) for p, t in zip(preds, tests)])
             bl, bl_se = zoo_curves(pcfg, tests, vals)
             final = hist.metrics[-1]
