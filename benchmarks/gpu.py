@@ -38,22 +38,14 @@ def final_losses(summary: dict) -> list[float]:
     return [s["final"]["test_loss"] for p in summary["points"] for s in p["seeds"]]
 
 
-def attention_steps(activation: str, repeats: int = 3, k: int = 100) -> float:
-    """Training steps/s of the kernel-free attention (moment form for linear, column form otherwise) at paper size."""
+def chunk_steps(setup, cfg, k: int, repeats: int) -> float:
+    """Training steps/s of a plug-in's set-up (``problem``, ``tasks``, ``tests``, ``keys``): one compiled chunk of k
+    steps, timed over ``repeats`` after its first (compiling) call."""
     import jax
 
-    from icldyn.config import build
-    from icldyn.papers.ahn import problem as ahn_problem
-    from icldyn.papers.ahn.recipes import OFFICIAL_TRAIN
     from icldyn.train.loop import init_states, make_chunk
     from icldyn.train.optimizers import build_optimizer
 
-    cfg = build({"experiment": "ahn-loss-vs-layers",
-                 "data": {"kind": "prompts", "covariance": "official", "test_size": 1000, "sampler": "jax"},
-                 "model": {"kind": "linear_attention", "layers": 3, "parameterization": "relaxed", "init_std": 1e-4,
-                           "activation": activation, **({"forward": "moments"} if activation == "linear" else {})},
-                 "train": {**OFFICIAL_TRAIN, "schedule": "constant", "lr": 0.01, "batch": 20_000}})
-    setup = ahn_problem.build(cfg)
     opt = build_optimizer(cfg.train)
     chunk = jax.jit(make_chunk(setup.problem, opt, k, 1))
     state = init_states(setup.problem, opt, setup.tasks, setup.keys)
@@ -64,27 +56,29 @@ def attention_steps(activation: str, repeats: int = 3, k: int = 100) -> float:
     return k * repeats / (time.perf_counter() - t)
 
 
+def attention_steps(activation: str, repeats: int = 3, k: int = 100) -> float:
+    """Training steps/s of the kernel-free attention (moment form for linear, column form otherwise) at paper size."""
+    from icldyn.config import build
+    from icldyn.papers.ahn import problem as ahn_problem
+    from icldyn.papers.ahn.recipes import OFFICIAL_TRAIN
+
+    cfg = build({"experiment": "ahn-loss-vs-layers",
+                 "data": {"kind": "prompts", "covariance": "official", "test_size": 1000, "sampler": "jax"},
+                 "model": {"kind": "linear_attention", "layers": 3, "parameterization": "relaxed", "init_std": 1e-4,
+                           "activation": activation, **({"forward": "moments"} if activation == "linear" else {})},
+                 "train": {**OFFICIAL_TRAIN, "schedule": "constant", "lr": 0.01, "batch": 20_000}})
+    return chunk_steps(ahn_problem.build(cfg), cfg, k, repeats)
+
+
 def gpt_steps(repeats: int = 3, k: int = 20) -> dict:
     """The ``standard`` GPT's training steps/s in icldyn and, where torch sees the GPU, in Garg et al.'s model."""
-    import jax
-
     from icldyn.papers.garg.problem import build
     from icldyn.plugins import get
-    from icldyn.train.loop import init_states, make_chunk
-    from icldyn.train.optimizers import build_optimizer
 
     cfg = get("garg-linear").config({"data": {"d": 20, "n": 40, "dims_start": None, "points_start": None,
                                               "test_size": 64}, "model": {"size": "standard"},
                                      "train": {"batch": 64, "lr": 1e-4}})
-    s = build(cfg)
-    opt = build_optimizer(cfg.train)
-    chunk = jax.jit(make_chunk(s.problem, opt, k, 1))
-    state = init_states(s.problem, opt, s.tasks, s.keys)
-    state, _ = jax.block_until_ready(chunk(state, s.tasks, s.tests))
-    t = time.perf_counter()
-    for _ in range(repeats):
-        state, _ = jax.block_until_ready(chunk(state, s.tasks, s.tests))
-    out = {"icldyn_steps_s": k * repeats / (time.perf_counter() - t)}
+    out = {"icldyn_steps_s": chunk_steps(build(cfg), cfg, k, repeats)}
     out["garg_linear_500k_steps_h"] = 500_000 / out["icldyn_steps_s"] / 3600
     try:
         import torch
