@@ -146,7 +146,34 @@ def test_verify_quick_and_perturbed(verify_claims, session_store):
     from icldyn.papers.garg.results import CurvePoint
 
     claims = verify_claims("garg")
-    assert_claims(claims, ["least squares", "averaging", "GD, 1 step", "prefix"])
+    assert_claims(claims, ["least squares", "averaging", "GD, 1 step", "prefix", "linear regression: the Bayes",
+                           "noisy linear regression: the Bayes", "sparse linear regression: the Bayes",
+                           "noisy linear regression: the trained GPT is nowhere below the Bayes"])
+    # the Bayes claims on perturbed numbers: a risk for the wrong noise (σ = 0.5 instead of 1) or one example off, a
+    # Bayes predictor worse than a baseline by 5 s.e. (least squares for the sparse class), a GPT below it by 5 s.e.,
+    # a gap of 0.2
+    from icldyn.components import bayes as exact
+
+    for name in ("garg-linear-cpu", "garg-noisy-cpu", "garg-sparse-cpu"):
+        run = max(Path(session_store).glob(f"*{name}*"))
+        q = CurvePoint.model_validate(json.loads((run / "summary.json").read_text())["points"][0])
+        k = np.asarray(q.k)
+        if q.bayes_risk is not None:
+            assert garg_claims.bayes_risk_claim(q).passed
+            wrong = (exact.gaussian_linear_risk(k, q.d, 1.0, 0.25)[0] / q.normaliser if "noisy" in name
+                     else theory.least_squares_error(k + 1, q.d))
+            assert not garg_claims.bayes_risk_claim(q.model_copy(update={"bayes_risk": list(wrong)})).passed
+        s = 2 if "sparse" in name else None
+        assert garg_claims.bayes_best_claim(q, s).passed
+        worse = {**q.bayes_minus, "least squares": list(np.asarray(q.bayes_minus["least squares"])
+                                                         + 5 * np.asarray(q.bayes_minus_se["least squares"]) + 1e-9)}
+        assert not garg_claims.bayes_best_claim(q.model_copy(update={"bayes_minus": worse}), s).passed
+        assert garg_claims.bayes_bound_claim(q).passed
+        below = list(np.asarray(q.gap) - 5 * np.asarray(q.gap_se) - np.maximum(np.asarray(q.gap), 0))
+        assert not garg_claims.bayes_bound_claim(q.model_copy(update={"gap": below})).passed
+        at_bayes = q.model_copy(update={"gap": [0.0] * len(k), "gap_se": [0.001] * len(k)})
+        assert garg_claims.bayes_gap_claim(at_bayes, 0.1).passed
+        assert not garg_claims.bayes_gap_claim(at_bayes.model_copy(update={"gap": [0.2] * len(k)}), 0.1).passed
     run = max(Path(session_store).glob("*garg-linear-cpu*"))
     p = CurvePoint.model_validate(json.loads((run / "summary.json").read_text())["points"][0])
     k, d = np.asarray(p.k), p.d

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from icldyn.components import gpt, zoo
+from icldyn.components import bayes, gpt, zoo
 from icldyn.components.prompts import Prompts
 from icldyn.config import RunConfig, with_overrides
 from icldyn.papers.garg.figures import error_vs_k, training
@@ -19,7 +19,8 @@ from icldyn.train.optimizers import build_optimizer
 
 def baselines(cfg: RunConfig, val: Prompts) -> dict[str, tuple[object, bool]]:
     """name -> (algorithm (X, y) -> (b, m) predictions, fitted per prompt) for the configured class (Garg et al.'s
-    ``get_relevant_baselines``, with ridge / the Bayes predictor, tuned GD and preconditioned GD added)."""
+    ``get_relevant_baselines``, with the Bayes predictor of the class's prior (:mod:`icldyn.components.bayes`), tuned
+    GD and preconditioned GD added)."""
     kind, d = cfg.data.kind, cfg.data
     out: dict[str, tuple[object, bool]] = {}
     if kind != "linear_classification":
@@ -33,9 +34,9 @@ def baselines(cfg: RunConfig, val: Prompts) -> dict[str, tuple[object, bool]]:
             P = np.linalg.inv(np.cov(np.asarray(val.X).reshape(-1, d.d).T))  # Σ⁻¹ of the seed's law
             eta_p = zoo.tuned_step(val.X, val.y, 1, P)
             out["PGD Σ⁻¹, 1 step (tuned)"] = (lambda X, y: zoo.gradient_descent(X, y, eta_p, 1, P), False)
-    noise = getattr(d, "noise_std", 0.0)
-    if kind in LINEAR and noise > 0:
-        out[f"ridge λ = σ² = {noise**2:g} (Bayes)"] = (lambda X, y: zoo.ridge(X, y, noise**2), False)
+    best = bayes.for_data(d)
+    if best is not None:
+        out[best.name] = (best.fn, best.per_prompt)
     if kind == "sparse_linear_regression":
         for a in zoo.LASSO_ALPHAS:
             out[f"Lasso α = {a:g}"] = (lambda X, y, a=a: zoo.lasso(X, y, a), True)
@@ -55,19 +56,46 @@ def metric_name(cfg: RunConfig) -> str:
     return "squared error (E f(x)² = 1)" if n == 1 else f"squared error / {n:g}"
 
 
-def zoo_curves(cfg: RunConfig, tests: list[Prompts], vals: list[Prompts]) -> tuple[dict, dict]:
+def zoo_curves(cfg: RunConfig, tests: list[Prompts], vals: list[Prompts]
+               ) -> tuple[dict, dict, list[float] | None, dict[str, list[np.ndarray]]]:
     """Every baseline's error curve over the seeds' held-out prompts (those fitted prompt by prompt on the first
-    ``data.per_prompt`` of each)."""
+    ``data.per_prompt`` of each), their standard errors over prompts, a Monte-Carlo Bayes predictor's own standard
+    error at each k (the root mean square of its predictions' Monte-Carlo s.e.; None: exact), and every baseline's
+    per-prompt errors (a (prompts, k) array per seed)."""
     errs: dict[str, list[np.ndarray]] = {}
+    mc_se: list[np.ndarray] = []
     few = getattr(cfg.data, "per_prompt", 100)
     for test, val in zip(tests, vals):
         for name, (algo, per_prompt) in baselines(cfg, val).items():
             X, y = (test.X[:few], test.y[:few]) if per_prompt else (test.X, test.y)
-            e = np.asarray(position_error(cfg, np.asarray(algo(X, y), np.float64), y))
+            pred = algo(X, y)
+            if isinstance(pred, bayes.MonteCarlo):
+                mc_se.append(pred.se)
+                pred = pred.mean
+            e = np.asarray(position_error(cfg, np.asarray(pred, np.float64), y))
             errs.setdefault(name, []).append(e)
     mean = {k: np.concatenate(v).mean(0).tolist() for k, v in errs.items()}
     se = {k: (np.concatenate(v).std(0, ddof=1) / np.sqrt(sum(len(x) for x in v))).tolist() for k, v in errs.items()}
-    return mean, se
+    own = np.sqrt(np.nanmean(np.concatenate(mc_se) ** 2, 0)).tolist() if mc_se else None
+    return mean, se, own, errs
+
+
+def paired(a: list[np.ndarray], b: list[np.ndarray]) -> tuple[list[float], list[float]]:
+    """Mean and standard error of a − b at every k over the prompts both were evaluated on (per seed, the first
+    min(len) prompts: a prompt-by-prompt baseline has the first ``data.per_prompt``)."""
+    diff = np.concatenate([x[:len(y)] - y[:len(x)] for x, y in zip(a, b)])
+    return diff.mean(0).tolist(), (diff.std(0, ddof=1) / np.sqrt(len(diff))).tolist()
+
+
+def bayes_risk(cfg: RunConfig) -> list[float] | None:
+    """The Bayes predictor's exact expected error at every k, normalised as the curves, where a closed form exists:
+    Gaussian linear regression (:func:`icldyn.components.bayes.gaussian_linear_risk`: exact noiseless, semi-analytic
+    with noise); None elsewhere."""
+    d = cfg.data
+    if d.kind not in ("linear_regression", "noisy_linear_regression"):
+        return None
+    risk, _ = bayes.gaussian_linear_risk(np.arange(d.n + 1), d.d, d.scale**2, getattr(d, "noise_std", 0.0) ** 2)
+    return (risk / normaliser(cfg)).tolist()
 
 
 def jobs(cfg: RunConfig):
@@ -82,8 +110,17 @@ def jobs(cfg: RunConfig):
             predict = jax.jit(gpt.predict, static_argnums=3)  # one program for every seed
             preds = [np.asarray(predict(jax.tree.map(lambda a, i=i: a[i], params), s.tests.X[i], s.tests.y[i],
                                         s.n_head), np.float64) for i in range(len(s.seeds))]
-            errs = np.concatenate([np.asarray(position_error(pcfg, p, t.y)) for p, t in zip(preds, tests)])
-            bl, bl_se = zoo_curves(pcfg, tests, vals)
+            per_seed = [np.asarray(position_error(pcfg, p, t.y)) for p, t in zip(preds, tests)]
+            errs = np.concatenate(per_seed)
+            bl, bl_se, bayes_mc_se, bl_errs = zoo_curves(pcfg, tests, vals)
+            best = bayes.for_data(pcfg.data)
+            gap = gap_se = None
+            against: dict[str, tuple[list[float], list[float]]] = {}
+            if best is not None:  # the gap, and Bayes against every baseline, paired on the same prompts
+                gap, gap_se = paired(per_seed, bl_errs[best.name])
+                if bayes_mc_se is not None:  # a Monte-Carlo mean's error δ raises its squared error by E δ²
+                    gap_se = np.hypot(gap_se, np.nan_to_num(bayes_mc_se) ** 2 / normaliser(pcfg)).tolist()
+                against = {n: paired(bl_errs[best.name], e) for n, e in bl_errs.items() if n != best.name}
             final = hist.metrics[-1]
             classif = pcfg.data.kind == "linear_classification"
             return [{"point": label, "grid": over, "function_class": pcfg.data.kind, "d": pcfg.data.d,
@@ -92,6 +129,10 @@ def jobs(cfg: RunConfig):
                      "k": list(range(pcfg.data.n + 1)), "model": errs.mean(0).tolist(),
                      "model_se": (errs.std(0, ddof=1) / np.sqrt(len(errs))).tolist(),
                      "baselines": bl, "baselines_se": bl_se,
+                     "bayes": best.name if best else None, "bayes_mc_se": bayes_mc_se,
+                     "bayes_risk": bayes_risk(pcfg), "gap": gap, "gap_se": gap_se,
+                     "bayes_minus": {n: v[0] for n, v in against.items()},
+                     "bayes_minus_se": {n: v[1] for n, v in against.items()},
                      "seeds": [{"error": float(final["error"][i]), "error_last": float(final["error_last"][i])}
                                for i in range(len(s.seeds))]}]
 
@@ -109,14 +150,22 @@ def combine(cfg: RunConfig, points: list[CurvePoint], rows: Rows, out: RunDir | 
         ks = p.k if len(p.k) <= 12 else sorted({*p.k[:: max(1, len(p.k) // 10)], p.d, p.k[-1]} & set(p.k))
         names = list(p.baselines)
         for k in ks:
-            rows_out.append([p.point or "—", k, f"{p.model[k]:.3f} ± {p.model_se[k]:.3f}",
+            gap = [f"{p.gap[k]:+.3f} ± {p.gap_se[k]:.3f}"] if p.gap is not None else []
+            rows_out.append([p.point or "—", k, f"{p.model[k]:.3f} ± {p.model_se[k]:.3f}", *gap,
                              *[f"{p.baselines[n][k]:.3f}" for n in names]])
     names = list(points[0].baselines) if points else []
-    table = Table(columns=["point", "k", "transformer (± s.e.)", *names], rows=rows_out)
+    gap = ["transformer − Bayes (± s.e.)"] if points and points[0].gap is not None else []
+    table = Table(columns=["point", "k", "transformer (± s.e.)", *gap, *names], rows=rows_out)
     notes = [(f"Errors: {points[0].metric} at the prediction after k in-context examples (k = 0: none seen), "
              "mean over the seeds' held-out prompts; every baseline on the same prompts, those fitted prompt by "
              f"prompt (scikit-learn, the trained network) on the first {getattr(cfg.data, 'per_prompt', 100)} of each "
              "seed.")] if points else []
+    if points and points[0].bayes is not None:
+        p = points[0]
+        notes.append(f"{p.bayes}: the posterior mean under the class's prior (icldyn.components.bayes)"
+                     + ("" if p.bayes_mc_se is None else ", by Monte Carlo, with its own s.e. "
+                        f"(root mean square over prompts) {min(p.bayes_mc_se[1:]):.2g}–{max(p.bayes_mc_se[1:]):.2g}")
+                     + "; the gap is on the same prompts, its s.e. paired.")
     return CurveResult(points=points, table=table, report_lines=notes,
                        figures=[error_vs_k(cfg, points, out), training(cfg, points, rows, out)])
 
@@ -134,6 +183,9 @@ CPU_CLASSES = [
     ("garg-linear", "linear_regression", 10, 10_000, {"d": 5},
      "garg-linear at a CPU size: d = 5, 11 points, the small GPT, 10 000 Adam steps with warm-up cosine decay "
      "(≈ 22 minutes on 2 cores)"),
+    ("garg-noisy", "noisy_linear_regression", 10, 10_000, {"d": 5, "noise_std": 1.0},
+     "garg-noisy at a CPU size: d = 5, σ = 1, 11 points, the small GPT, 10 000 Adam steps with warm-up cosine decay, "
+     "against the Bayes predictor (ridge at λ = σ²)"),
     ("garg-sparse", "sparse_linear_regression", 10, 8000, {"d": 5, "sparsity": 2},
      "garg-sparse at a CPU size: d = 5, 2 non-zeros, 11 points, the small GPT, 8000 Adam steps with warm-up cosine "
      "decay (1094 s on 2 cores; at this size the GPT stalls above least squares, docs/results/garg.md)"),
@@ -160,6 +212,8 @@ def _recipe(name: str, kind: str, description: str, data: dict | None = None) ->
 RECIPES = [
     _recipe("garg-linear", "linear_regression", "Garg et al. Fig. 2: a GPT learns linear regression in context, "
             "error vs k beside least squares, 3-NN, averaging, tuned GD (paper size: standard model, curriculum)"),
+    _recipe("garg-noisy", "noisy_linear_regression", "Garg et al. App.: noisy linear regression (σ = 1) against the "
+            "Bayes predictor (ridge at λ = σ²), least squares, 3-NN, averaging, tuned GD"),
     _recipe("garg-sparse", "sparse_linear_regression", "Garg et al. Fig. 4: sparse linear regression (3 non-zeros) "
             "against Lasso over α, least squares, 3-NN, averaging"),
     _recipe("garg-tree", "decision_tree", "Garg et al. Fig. 4: depth-4 decision trees against greedy and "

@@ -24,6 +24,13 @@ class CurvePoint(Point):
     baselines: dict[str, list[float]]
     baselines_se: dict[str, list[float]]
     seeds: list[CurveSeed]
+    bayes: str | None = None  # the Bayes predictor's name among the baselines (icldyn.components.bayes)
+    bayes_mc_se: list[float] | None = None  # its own Monte-Carlo standard error at each k (None: exact)
+    bayes_risk: list[float] | None = None  # its exact expected error at each k, where a closed form exists
+    gap: list[float] | None = None  # transformer − Bayes at each k, on the prompts both were evaluated on
+    gap_se: list[float] | None = None  # its standard error over those prompts (paired; Monte-Carlo s.e. added)
+    bayes_minus: dict[str, list[float]] = {}  # Bayes − each baseline at each k, on the prompts both were evaluated on
+    bayes_minus_se: dict[str, list[float]] = {}  # and its paired standard error
 
 
 class CurveResult(Result):

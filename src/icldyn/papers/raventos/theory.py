@@ -24,22 +24,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from icldyn.components import baselines
+from icldyn.components import baselines, bayes
 from icldyn.runtime import float64_module
 
 
 def dmmse_weights(X: np.ndarray, y: np.ndarray, pool: np.ndarray, noise_std: float, chunk: int = 256) -> np.ndarray:
     """ŵ (b, d) of the discrete posterior mean over ``pool`` (M, d) from each prompt's n context pairs (X: (b, n+1, d)
-    rows with the query last, y: (b, n+1)); a log-sum-exp softmax, ``chunk`` prompts at a time."""
-    n = X.shape[1] - 1
-    out = np.empty((X.shape[0], pool.shape[1]))
-    for s in range(0, X.shape[0], chunk):
-        Xc, yc = X[s:s + chunk, :n], y[s:s + chunk, :n]
-        resid = yc[:, :, None] - np.einsum("bid,md->bim", Xc, pool)  # (b, n, M)
-        logit = -np.sum(resid**2, axis=1) / (2 * noise_std**2)  # (b, M)
-        p = np.exp(logit - logit.max(axis=1, keepdims=True))
-        out[s:s + chunk] = (p / p.sum(axis=1, keepdims=True)) @ pool
-    return out
+    rows with the query last, y: (b, n+1)): the posterior over the pool
+    (:func:`icldyn.components.bayes.finite_pool_weights`, the one definition), times the pool."""
+    return bayes.finite_pool_weights(X[:, :-1], y[:, :-1], pool, noise_std, chunk) @ np.asarray(pool, np.float64)
 
 
 def dmmse(X: np.ndarray, y: np.ndarray, pool: np.ndarray, noise_std: float) -> np.ndarray:
