@@ -411,6 +411,36 @@ def test_a_run_whose_attention_scores_cannot_fit_is_refused_in_one_line_before_c
     assert "GiB available; lower train.batch" in line and list((tmp_path / "store").iterdir()) == []
 
 
+def _under_address_limit(extra_gib: float, *args: str, store: Path) -> subprocess.CompletedProcess:
+    """``icldyn ARGS`` in a subprocess whose address space (``ulimit -v``) is what a fresh JAX process maps plus
+    ``extra_gib`` (measured first, so the margin is the same on every machine)."""
+    probe = subprocess.run([sys.executable, "-c", "import icldyn.cli, jax; jax.numpy.zeros(1).block_until_ready(); "
+                            "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmSize:')))"],
+                           capture_output=True, text=True, check=True)
+    limit = int(probe.stdout.split()[-1]) + int(extra_gib * 2**20)  # KiB
+    cmd = " ".join([f"ulimit -v {limit};", sys.executable, "-m", "icldyn.cli", *args, "--out", str(store)])
+    return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
+
+
+@pytest.mark.e2e
+def test_memory_the_held_out_sets_and_xla_out_of_memory_are_one_line_each_under_ulimit(tmp_path):
+    """Under an address-space limit (``ulimit -v``: what the CLI maps plus 1.5 GiB): held-out sets of 4.7 GiB are
+    refused before any work with the estimate and the limit; sets of 0.84 GiB fit the estimate, and XLA's own
+    allocation failure during the run (1.1 GB more) is one line too. Both exit 2 and leave no run directory."""
+    big = _under_address_limit(1.5, "run", "quickstart", "--quick", "--set", "data.test_size=5000000",
+                               store=tmp_path / "a")
+    assert big.returncode == 2 and big.stderr.count("\n") == 1, big.stderr[-2000:]
+    assert big.stderr.startswith("error: drawing the held-out sets (1 seed(s) × 2 × data.test_size prompts of data.n + 1 "
+                                 "points; grid point model.layers=3) needs at least 4.69 GiB, and this machine has ")
+    assert "GiB available; lower data.test_size, data.n or seeds" in big.stderr and not (tmp_path / "a").exists()
+    xla = _under_address_limit(1.5, "run", "quickstart", "--quick", "--set", "data.test_size=900000",
+                               store=tmp_path / "b")
+    assert xla.returncode == 2 and xla.stderr.count("\n") == 1, xla.stderr[-2000:]
+    assert xla.stderr.startswith("error: the program does not fit in memory (") and "Traceback" not in xla.stderr
+    assert "lower train.batch, data.n, data.test_size or seeds" in xla.stderr
+    assert not (tmp_path / "b").exists() or list((tmp_path / "b").iterdir()) == []
+
+
 @pytest.mark.e2e
 def test_a_figure_that_cannot_be_written_is_a_crash_with_crash_json_and_no_partial_file(tmp_path, monkeypatch):
     from icldyn import store as store_mod

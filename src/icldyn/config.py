@@ -142,6 +142,13 @@ class DataSection(Section):
     n: int = Field(20, ge=1, le=100_000, description="context examples per prompt n")
     resample_every: int = Field(1, ge=1, description="draw a fresh training batch every k steps (official code: 100)")
 
+    def held_out_bytes(self, cfg: RunConfig) -> int:
+        """Bytes a recipe draws before training, from the config alone (a lower bound): every seed's fixed held-out
+        and validation prompts, ``data.test_size`` each, of n + 1 points with d covariates and a label, in
+        ``train.dtype``. A data law with other sets before training overrides it."""
+        item = 8 if cfg.train.dtype == "float64" else 4
+        return 2 * cfg.seeds * (getattr(self, "test_size", 0) or 0) * (self.n + 1) * (self.d + 1) * item
+
 
 class ModelSection(Section):
     """A model. A plug-in subclasses it with ``kind: Literal["its-name"] = "its-name"`` and its own fields, names the

@@ -32,7 +32,8 @@ BY_VALUE = {"train.optimizer": {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", 
                                                                 "relu": "ReLU attention",
                                                                 "softmax": "softmax attention"},
             "data.covariates": {"normal": "normal x", "gamma": "gamma x", "sphere": "sphere x"},
-            "train.oracle": {"population": "exact gradient", "sampled": "sampled gradients"}}
+            "train.oracle": {"population": "exact gradient", "sampled": "sampled gradients",
+                             "counts": "sampled-counts gradients"}}
 RAW_KEY = re.compile(r"\b(?:grid\.)?((?:data|model|train)\.[a-z_0-9]+|seeds?)=(\[[^\]]*\]|[^,;]*)")
 
 

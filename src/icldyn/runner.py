@@ -112,6 +112,8 @@ def execute_group(cfgs: list[RunConfig], store: str | Path, reporter: Reporter |
     if len(cfgs) > 1 and exp.group_runner is None:
         raise ValueError(f"{exp.name} has no group runner: run its configs one by one")
     ran = [execution(exp, cfg) for cfg in cfgs]  # before any directory is made: what cannot run here is refused
+    for cfg in cfgs:
+        held_out_fits(exp, cfg)
     unmet = [assumptions_not_met(exp, cfg) for cfg in cfgs]
     rds = []
     for cfg, rd in zip(cfgs, resume or [None] * len(cfgs)):
@@ -168,6 +170,20 @@ def finish(exp: Recipe, cfg: RunConfig, rd: RunDir, trained: Trained | Result) -
     points = [exp.result.point_type().model_validate(p) for p in trained.points]
     return exp.result.model_validate(exp.combine(cfg, points, trained.rows, rd))
 
+def held_out_fits(exp: Recipe, cfg: RunConfig) -> None:
+    """Refuse, before any work, a run whose held-out sets alone (:meth:`~icldyn.config.DataSection.held_out_bytes`,
+    its largest grid point) do not fit in the memory available: one line with the estimate and the limit."""
+    from icldyn.runtime import TooBig, check_fits
+
+    need, where = max((p.data.held_out_bytes(p), label) for label, p in points(exp, cfg))
+    try:
+        check_fits(f"drawing the held-out sets ({cfg.seeds} seed(s) × 2 × data.test_size prompts of data.n + 1 points"
+                   + (f"; grid point {where}" if where else "") + ")", need,
+                   "lower data.test_size, data.n or seeds (or run on a larger machine)")
+    except TooBig as err:
+        raise ConfigError(str(err)) from None
+
+
 def _too_big(err: Exception) -> str | None:
     """One line where ``err`` says the program does not fit in memory (our estimate, or XLA's allocator)."""
     from icldyn.runtime import TooBig
@@ -176,7 +192,7 @@ def _too_big(err: Exception) -> str | None:
     if isinstance(err, TooBig):
         return first
     if isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in first or "Out of memory" in first:
-        return f"the program does not fit in memory ({first[:200]}); lower train.batch, data.n or seeds"
+        return f"the program does not fit in memory ({first[:200]}); lower train.batch, data.n, data.test_size or seeds"
     return None
 
 

@@ -64,8 +64,9 @@ def intact(path: Path) -> bool:
 
 
 def available_memory() -> int | None:
-    """Bytes the default device can still allocate: an accelerator's free memory, or on a CPU the smaller of the
-    system's available memory and this process's cgroup limit (a container, a batch job); None where unknown."""
+    """Bytes the default device can still allocate: an accelerator's free memory, or on a CPU the smallest of the
+    system's available memory, this process's cgroup limit (a container, a batch job) and its address-space limit
+    (``ulimit -v``) less the address space it already maps; None where unknown."""
     dev = jax.devices()[0]
     if dev.platform != "cpu":
         stats = dev.memory_stats() or {}
@@ -85,6 +86,16 @@ def available_memory() -> int | None:
             break
         except (OSError, ValueError):
             continue
+    try:
+        import resource
+
+        cap = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if cap != resource.RLIM_INFINITY:
+            with open("/proc/self/status") as f:
+                mapped = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+            out.append(cap - mapped)
+    except (OSError, ValueError, StopIteration, ImportError):
+        pass
     return min(out) if out else None
 
 

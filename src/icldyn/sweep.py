@@ -230,7 +230,8 @@ def _ray_runner(address: str | None):
             env = shipped(Path(folder))
             quiet = {"runtime_env": env, "log_to_driver": False, "logging_level": "WARNING"}
             ray.init(address=address, **quiet) if address else ray.init(include_dashboard=False, **quiet)
-    gpus = 1 if jax.default_backend() == "gpu" else 0
+    # one GPU a task where the cluster has GPUs (the driver's own backend may be a CPU: a login node), else none
+    gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 or jax.default_backend() == "gpu" else 0
 
     def submit(cfgs: list[RunConfig]):
         threads = execution(get(cfgs[0].experiment), cfgs[0])["threads"]

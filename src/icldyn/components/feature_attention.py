@@ -22,10 +22,11 @@ from icldyn.config import ModelSection, Predict, RunConfig, Section
 
 
 class SoftmaxICLTrain(Section):
-    oracle: Literal["sampled", "population"] = SoftmaxRegressorTrain.model_fields["oracle"]
+    oracle: Literal["sampled", "population", "counts"] = SoftmaxRegressorTrain.model_fields["oracle"]
     count_samples: int = Field(
-        20_000, ge=100, description="oracle = population: Monte-Carlo count vectors (common random numbers) when "
-        "exact enumeration of the multinomial counts would exceed 200 000 vectors")
+        20_000, ge=100, description="oracle = population or counts: the Monte-Carlo count vectors (common random "
+        "numbers) the population loss and the logged metrics use when exact enumeration of the multinomial counts "
+        "would exceed 200 000 vectors")
 
 
 class SoftmaxICLModel(ModelSection):
@@ -40,8 +41,8 @@ class SoftmaxICLModel(ModelSection):
     def check(self, cfg: RunConfig) -> None:
         if cfg.data.kind == "prompts":
             if cfg.train.oracle != "sampled":
-                raise ValueError("train.oracle = 'population' needs data.kind = 'features' (Gaussian prompts have "
-                                 "no exact population engine here)")
+                raise ValueError(f"train.oracle = {cfg.train.oracle!r} needs data.kind = 'features' (Gaussian prompts "
+                                 "have no population engine here); allowed with prompts: 'sampled'")
             if cfg.data.sampler != "auto":
                 raise ValueError(f"data.sampler = {cfg.data.sampler!r} applies to model.kind = 'linear_attention' "
                                  "only, not 'softmax_icl'; remove it")

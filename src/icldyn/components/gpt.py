@@ -191,6 +191,14 @@ def predict(params: Params, xs: jax.Array, ys: jax.Array, n_head: int) -> jax.Ar
     return layer_norm(h, params["ln_f"]) @ params["read_out"]["w"] + params["read_out"]["b"]
 
 
+def seed_map() -> str:
+    """How a trainer maps the GPT's seeds and learning rates (:attr:`icldyn.train.loop.Problem.seed_map`): one program
+    looping over them on a CPU (``map_slots``: each step's products are already 64 × 2(n + 1) rows; vmapping five
+    seeds of the small model ran 15–25% slower per seed than a loop, and a 5 × 3 grid of seeds and rates 40% slower,
+    measured in docs/performance.md §10), vmapped on an accelerator."""
+    return "map_slots" if jax.default_backend() == "cpu" else "vmap"
+
+
 class QueryRegressor(NamedTuple):
     """The GPT as an in-context regressor of the prompt's last label: ``init(key)``; ``loss(params, prompts)``, the
     squared error at every x position (the training objective of arXiv 2208.01066 §3); ``predict(params, prompts)``

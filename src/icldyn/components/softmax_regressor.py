@@ -21,10 +21,11 @@ from icldyn.config import ModelSection, Predict, RunConfig, Section
 
 
 class SoftmaxRegressorTrain(Section):
-    oracle: Literal["sampled", "population"] = Field(
+    oracle: Literal["sampled", "population", "counts"] = Field(
         "sampled", description="gradients of the empirical loss on fresh prompts (sampled), or the exact gradient "
         "of the population loss (population: the closed-form population loss; the softmax_icl engine: an expectation "
-        "over feature counts)")
+        "over feature counts); counts (softmax_icl only): that expectation over train.batch fresh multinomial draws "
+        "of the counts every step, the population gradient in expectation for N beyond exact enumeration")
     regularizer: float = Field(
         0.0, ge=0.0, description="weight of the balancing regulariser R̂ added to the loss (Algorithm 1: 1)")
     precondition: bool = Field(
@@ -42,6 +43,11 @@ class SoftmaxRegressorModel(ModelSection):
         "random", description="random: iid N(0, init_std²) entries; spectral: Algorithm 1's spectral "
         "initialisation from one sample of n (OLS M̂, Σ̂)")
     init_std: float = Field(1e-3, ge=0.0, description="std of the iid normal initialisation of every trained block")
+
+    def check(self, cfg: RunConfig) -> None:
+        if cfg.train.oracle == "counts":
+            raise ValueError("train.oracle = 'counts' is the feature-token engine's (model.kind = 'softmax_icl'); "
+                             "allowed here: 'sampled', 'population'")
 
     def predictor(self, cfg: RunConfig) -> Predict:
         """ŷ_q = A μ_q at the query (the last of the prompt's k + 1 samples, attending to all of them, itself

@@ -6,7 +6,8 @@ How seeds are mapped is the problem's choice (:attr:`Problem.seed_map`): ``vmap`
 computations batch well (the fused C kernel takes every seed in one call), ``map`` (``lax.map``, a
 loop inside the program) where they don't: on XLA's CPU backend, vmapping the JAX moment form's
 per-seed weight products turns them into batched contractions far slower than a loop over seeds
-(measured in docs/performance.md)."""
+(measured in docs/performance.md); ``map_slots`` loops over the learning-rate copies as well (the GPT on a
+CPU: its products are already large, and batching seeds or rates only spills the caches, docs/performance.md §10)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ class Problem(NamedTuple):
     sample: Callable[[PyTree, jax.Array], PyTree]  # (task, key) -> prepared training batch
     loss: Callable[[PyTree, PyTree], jax.Array]  # (params, batch) -> scalar
     evaluate: Callable[[PyTree, PyTree, PyTree], dict[str, jax.Array]]  # (params, task, test) -> metrics
-    seed_map: str = "map"  # "vmap" or "map" (lax.map)
+    seed_map: str = "map"  # "vmap", "map" (lax.map over seeds) or "map_slots" (over seeds and learning-rate copies)
     # optional, logged with evaluate's metrics after every chunk (not at step 0): metrics of the chunk's last
     # optimiser step, (params before it, its update = params after − params before, task, test) -> metrics
     evaluate_step: Callable[[PyTree, PyTree, PyTree, PyTree], dict[str, jax.Array]] | None = None
@@ -90,7 +91,7 @@ def over_seeds(f: Callable, how: str = "map") -> Callable:
     """``f`` applied to every seed (leading axis of each argument) inside one compiled program."""
     if how == "vmap":
         return jax.vmap(f)
-    return lambda *args: jax.lax.map(lambda a: f(*a), args)
+    return lambda *args: jax.lax.map(lambda a: f(*a), args)  # "map", "map_slots"
 
 
 def over_slots(f: Callable, how: str, copies: int) -> Callable:
@@ -102,7 +103,10 @@ def over_slots(f: Callable, how: str, copies: int) -> Callable:
 
     def outer(params, opt_state, *shared):
         split = lambda t: jax.tree.map(lambda a: a.reshape((copies, -1) + a.shape[1:]), t)  # noqa: E731
-        out = jax.vmap(inner, in_axes=(0, 0) + (None,) * len(shared))(split(params), split(opt_state), *shared)
+        if how == "map_slots":
+            out = jax.lax.map(lambda a: inner(a[0], a[1], *shared), (split(params), split(opt_state)))
+        else:
+            out = jax.vmap(inner, in_axes=(0, 0) + (None,) * len(shared))(split(params), split(opt_state), *shared)
         return jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), out)
 
     return outer
@@ -238,13 +242,13 @@ def footprint(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, ke
     XLA keeps both); ``data`` — the tasks and held-out sets; ``activations`` — the largest array a matrix product of
     one slot's step computes (drawing a batch, the loss and its gradient, or the held-out evaluation), times the
     slots computing it at once (every slot where seeds are vmapped, a seed's learning-rate copies where seeds are
-    ``lax.map``-ed); ``total`` — their sum. ``largest`` names that array (dtype and shape), ``at_once`` its count,
+    ``lax.map``-ed, one where slots are); ``total`` — their sum. ``largest`` names that array (dtype and shape), ``at_once`` its count,
     ``slots`` the program's slots. A C kernel's own scratch memory (inside its ``pure_callback``) is not seen."""
     size = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
     one = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
     state = jax.eval_shape(lambda t, k: init_states(problem, opt, t, k), tasks, keys)
     params, batch, task, test, key = one(state.params), one(state.batch), one(tasks), one(tests), one(keys)
-    at_once = copies * len(keys) if problem.seed_map == "vmap" else copies
+    at_once = {"vmap": copies * len(keys), "map": copies}.get(problem.seed_map, 1)
     draw = lambda task, key, step: _sampler(problem, step)(task, key)
     step = jax.ShapeDtypeStruct((), jnp.int32)
     parts = [(draw, (task, key, step), len(keys) if problem.seed_map == "vmap" else 1),

@@ -56,6 +56,9 @@ def structure_metrics(model: LinearTransformer, params, task: GaussianTask) -> d
 
 
 def _to_numpy(p: Prompts) -> Prompts:
+    """Float64 NumPy copies; waited for first, so that a failed allocation raises XLA's error (np.asarray of a
+    failed array aborts the process in jaxlib 0.10: a CHECK in its buffer protocol)."""
+    p = jax.block_until_ready(p)
     return Prompts(np.asarray(p.X, np.float64), np.asarray(p.y, np.float64))
 
 

@@ -64,7 +64,7 @@ def learner(cfg: RunConfig, dtype) -> Learner:
     2208.01066 §3; read at the query)."""
     if cfg.model.kind == "gpt":
         return Learner(**gpt.query_regressor(cfg.data.d, cfg.data.n, *cfg.model.dims(), dtype)._asdict(),
-                       prepare=lambda p: p, seed_map="vmap",
+                       prepare=lambda p: p, seed_map=gpt.seed_map(),
                        sample=lambda task, key, batch, n: sample_prompts_philox(task, key=key, batch=batch, n=n))
     m = LinearTransformer.from_config(cfg.model, cfg.data.d, cfg.train.threads)
     c_sampler = resolve_sampler(cfg, m.form) == "kernel"

@@ -108,10 +108,12 @@ def build(cfg: RunConfig) -> Setup:
         return {"test_loss": position_loss(cfg, pred, test.y).mean(), "error": err.mean(), "error_last": err[-1]}
 
     problem = Problem(init=lambda task, key: gpt.init(key, cfg.data.d, m, E, L, H, dtype), sample=sample, loss=loss,
-                      evaluate=evaluate, seed_map="vmap", stepped=True)
+                      evaluate=evaluate, seed_map=gpt.seed_map(), stepped=True)
     return Setup(problem, tasks, tests, vals, keys, seeds, H)
 
 
 def numpy_prompts(p: Prompts, i: int) -> Prompts:
-    """Seed ``i``'s prompts as float64 NumPy (for the baselines)."""
-    return Prompts(np.asarray(p.X[i], np.float64), np.asarray(p.y[i], np.float64))
+    """Seed ``i``'s prompts as float64 NumPy (for the baselines); waited for first, so that a failed allocation raises
+    XLA's error rather than aborting in NumPy's buffer protocol."""
+    X, y = jax.block_until_ready((p.X[i], p.y[i]))
+    return Prompts(np.asarray(X, np.float64), np.asarray(y, np.float64))

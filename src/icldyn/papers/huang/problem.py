@@ -1,7 +1,9 @@
 """Huang, Cheng, Liang's setting as a trainer :class:`~icldyn.train.loop.Problem` (built here, one place): feature
 tokens, one-layer softmax attention, and the exact population metrics. ``train.oracle = population`` runs GD on the
-K×K scores with the exact expectation over feature counts (:mod:`icldyn.papers.huang.theory`); ``sampled`` runs GD on
-the full model's Q (d×d) with fresh Monte-Carlo prompts."""
+K×K scores with the exact expectation over feature counts (:mod:`icldyn.papers.huang.theory`); ``counts`` the same
+engine on ``train.batch`` fresh multinomial draws of the counts every step (an unbiased estimate of the population
+gradient whatever N: the sampled-counts engine); ``sampled`` runs GD on the full model's Q (d×d) with fresh
+Monte-Carlo prompts."""
 
 from __future__ import annotations
 
@@ -63,7 +65,8 @@ def build(cfg: RunConfig) -> Setup:
     d, K, N = cfg.data.d, cfg.data.features, cfg.data.n
     seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
     model = SoftmaxICL(d, cfg.model.train_value)
-    population = cfg.train.oracle == "population"
+    population = cfg.train.oracle in ("population", "counts")  # GD on the K×K scores
+    fresh = cfg.train.oracle == "counts"
     tasks, exact = [], True
     for s in seeds:
         ft = make_feature_task(cfg.data, s)
@@ -80,6 +83,9 @@ def build(cfg: RunConfig) -> Setup:
         return model.init(key, dtype)
 
     def sample(task: HuangTask, key):
+        if fresh:  # c ~ Multinomial(N, p), train.batch of them, equally weighted
+            counts = jax.random.multinomial(key, N, jnp.broadcast_to(task.p, (cfg.train.batch, K)), dtype=dtype)
+            return counts, jnp.full((cfg.train.batch,), 1.0 / cfg.train.batch, dtype), task.p
         if population:
             return task.counts, task.weights, task.p
         return sample_feature_prompts(FeatureTask(task.V, task.p), key, cfg.train.batch, N)

@@ -74,3 +74,4 @@ class HuangResult(Result):
     exponent: float | None = None
     exponent_ci: list[float] | None = None
     bound_exponent: float | None = None
+    exact_gd: Tracking | None = None  # the sampled-counts engine's A_k − B_k against exact balanced GD (any N)

@@ -239,7 +239,12 @@ def balanced_reduced_loss(u, K: int, n_tokens: int) -> jax.Array:
 
 def balanced_gd_losses(K: int, n_tokens: int, steps: int, eta: float = 1.0) -> np.ndarray:
     """L(Q^{(t)}), t = 0 … steps, of population GD from Q = 0 with balanced features (Theorem 3.1 of Huang, Cheng,
-    Liang, arXiv:2310.05249), exact:
+    Liang, arXiv:2310.05249), exact: :func:`balanced_gd`'s losses."""
+    return balanced_gd(K, n_tokens, steps, eta)[0]
+
+
+def balanced_gd(K: int, n_tokens: int, steps: int, eta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(L(Q^{(t)}), u(t) = A − B), t = 0 … steps, of population GD from Q = 0 with balanced features, exact at any N:
     GD on the K×K scores moves A by −η ∂L/∂s_kk = −η ℓ'(u)/K and B by −η ∂L/∂s_kn = +η ℓ'(u)/(K(K − 1)), so
     u = A − B follows u ← u − η ℓ'(u)/(K − 1) (:func:`balanced_reduced_loss`; the same curve as the K×K engine,
     tests/test_huang.py). One scalar recursion over N + 1 terms: 10⁶ steps take a few seconds."""
@@ -247,10 +252,10 @@ def balanced_gd_losses(K: int, n_tokens: int, steps: int, eta: float = 1.0) -> n
 
     def step(u, _):
         u = u - eta * grad(u) / (K - 1)
-        return u, balanced_reduced_loss(u, K, n_tokens)
+        return u, (balanced_reduced_loss(u, K, n_tokens), u)
 
-    _, L = jax.jit(lambda: jax.lax.scan(step, jnp.float64(0.0), None, length=steps))()
-    return np.r_[float(balanced_reduced_loss(0.0, K, n_tokens)), np.asarray(L)]
+    _, (L, u) = jax.jit(lambda: jax.lax.scan(step, jnp.float64(0.0), None, length=steps))()
+    return np.r_[float(balanced_reduced_loss(0.0, K, n_tokens)), np.asarray(L)], np.r_[0.0, np.asarray(u)]
 
 
 def epsilon_time_asymptote(K: int, eta: float = 1.0) -> float:

@@ -53,7 +53,7 @@ def learner(cfg: RunConfig, dtype) -> Learner:
     Garg et al., arXiv 2208.01066 §3 and Raventós et al.; read at the query)."""
     if cfg.model.kind == "pool_gpt":
         return Learner(**gpt.query_regressor(cfg.data.d, cfg.data.n, *cfg.model.dims(), dtype)._asdict(),
-                       prepare=lambda p: p, seed_map="vmap")
+                       prepare=lambda p: p, seed_map=gpt.seed_map())
     m = LinearTransformer.from_config(cfg.model, cfg.data.d, cfg.train.threads)
     return Learner(init=lambda key: m.init(key, dtype), loss=m.loss, prepare=m.prepare,
                    predict=lambda params, p: m.predict(params, m.prepare(p)), test_loss=m.loss,
