@@ -430,8 +430,9 @@ def test_memory_the_held_out_sets_and_xla_out_of_memory_are_one_line_each_under_
     big = _under_address_limit(1.5, "run", "quickstart", "--quick", "--set", "data.test_size=5000000",
                                store=tmp_path / "a")
     assert big.returncode == 2 and big.stderr.count("\n") == 1, big.stderr[-2000:]
-    assert big.stderr.startswith("error: drawing the held-out sets (1 seed(s) × 2 × data.test_size prompts of data.n + 1 "
-                                 "points; grid point model.layers=3) needs at least 4.69 GiB, and this machine has ")
+    assert big.stderr.startswith("error: drawing the held-out sets (1 seed(s) × 2 × data.test_size prompts of "
+                                 "data.n + 1 points; grid point model.layers=3) needs at least 4.69 GiB, and this "
+                                 "machine has ")
     assert "GiB available; lower data.test_size, data.n or seeds" in big.stderr and not (tmp_path / "a").exists()
     xla = _under_address_limit(1.5, "run", "quickstart", "--quick", "--set", "data.test_size=900000",
                                store=tmp_path / "b")

@@ -165,7 +165,8 @@ def run_epsilon_slope(times: list) -> str:
 
 def attention_claim(p: HuangPoint, outside: str = "") -> Claim:
     """Thm 3.1 (balanced): every E[Attn_k] reaches 0.9 (the smallest over k, seed 0's run)."""
-    return Claim(paper="huang", claim=f"balanced (K={p.K}, N={p.N}): every E[Attn_k] → ≥ 0.9 (Thm 3.1; min_k)" + outside,
+    return Claim(paper="huang", claim=f"balanced (K={p.K}, N={p.N}): every E[Attn_k] → ≥ 0.9 (Thm 3.1; min_k)"
+                 + outside,
                  theory=None, measured=p.final_attn_min, tolerance=0.9, test="m ≥ tol", passed=p.final_attn_min >= 0.9,
                  fmt=".3f")
 
