@@ -29,6 +29,8 @@ TINY: dict[str, dict] = {  # few grid points: every heat map costs the figure te
     "goel-conditioning": {"train": {"steps": 300, "log_every": 10}},
     "huang-balanced": {"train": {"steps": 150, "log_every": 5}},
     "huang-imbalanced": {"train": {"steps": 1500, "log_every": 25, "count_samples": 2000}},
+    "huang-balanced-large-n": {"train": {"steps": 150, "log_every": 5}},
+    "huang-imbalanced-large-n": {"train": {"steps": 1500, "log_every": 25}},
     "huang-phase-scaling": {"grid": {"data.features": [4, 6, 8]}, "train": {"steps": 200, "log_every": 10}},
     "huang-ood": {"train": {"steps": 60, "log_every": 10}},
     "linattn-condition": {"data": {"test_size": 100}, "train": {"steps": 40, "log_every": 20, "batch": 100}},
