@@ -9,12 +9,15 @@ Equal work is checked first, in float64: the same weights (the reference's state
 the same parameters. Then the two alternate, 5 repeats each; median steps/s and the range, and GFLOP/s from the
 analytic FLOP count against this core's 2048² float32 matmul rate.
 
-Many seeds: icldyn's seeds (and seeds × learning rates) vmapped in one compiled chunk against the reference training
-the same number of models one after another, throughput in seed-steps/s, on one thread and on two (a worker process
-per thread count, pinned to that many cores). Per-seed work is checked equal first: the vmapped loss and gradients of
-five reference models' weights on five batches equal each reference model's own (float64).
+Many seeds: icldyn's seeds (and seeds × learning rates) in one compiled chunk — looped inside the program on a CPU
+(``Problem.seed_map = "map_slots"``, :func:`icldyn.components.gpt.seed_map`; ``--vmap`` times them vmapped instead) —
+against the reference training the same number of models one after another, throughput in seed-steps/s, on one
+thread and on two (a worker process per thread count, pinned to that many cores). Per-seed work is checked equal
+first: the vmapped loss and gradients of five reference models' weights on five batches equal each reference model's
+own (float64).
 
-Run: python -m benchmarks.garg [--quick]   (writes benchmarks/results/garg.json; --quick: results/quick/garg.json)
+Run: python -m benchmarks.garg [--quick] [--vmap]   (writes benchmarks/results/garg.json; --quick: results/quick/;
+--vmap: garg-vmap.json)
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def _median_spread(xs: list[float]) -> dict:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
 
 
-def worker(threads: int, quick: bool) -> dict:
+def worker(threads: int, quick: bool, vmap: bool = False) -> dict:
     """One thread: matmul peak, equal work, one seed's steps/s at tiny and small, then many seeds; two threads: the
     matmul peak and many seeds."""
     os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:threads]))
@@ -163,7 +166,7 @@ def worker(threads: int, quick: bool) -> dict:
               f"({row['ratio']['min']:.2f}–{row['ratio']['max']:.2f}); GFLOP/s {row['icldyn_gflops']:.1f} vs "
               f"{row['pytorch_gflops']:.1f} (matmul peak {out['gflops_large_matmul']:.1f})", file=sys.stderr, flush=True)
 
-    # -- many seeds: one vmapped program against the reference's models trained one after another
+    # -- many seeds: one program (seeds looped inside it, or vmapped) against the reference's models one after another
     def ref_steps(models, opts, k):
         for _ in range(k):
             for m, o in zip(models, opts):
@@ -205,8 +208,9 @@ def worker(threads: int, quick: bool) -> dict:
             opt = build_optimizer(cfg.train)
             copies = 1 if lrs is None else len(lrs)
             k = 10 if size == "tiny" else 4
-            chunk = jax.jit(make_chunk(s.problem, opt, k, 1, copies))
-            state = init_states(s.problem, opt, s.tasks, s.keys, lrs=lrs)
+            problem = s.problem._replace(seed_map="vmap") if vmap else s.problem
+            chunk = jax.jit(make_chunk(problem, opt, k, 1, copies))
+            state = init_states(problem, opt, s.tasks, s.keys, lrs=lrs)
             state, _ = jax.block_until_ready(chunk(state, s.tasks, s.tests))
             slots = n_seeds * copies
             models = [Reference(D, POINTS, E, L, H) for _ in range(slots)]
@@ -223,14 +227,14 @@ def worker(threads: int, quick: bool) -> dict:
                 theirs.append(slots * k / (time.perf_counter() - t))
             ratios = [a / b for a, b in zip(ours, theirs)]
             flops = flops_step(E, L, H)
-            row = {"size": size, "seeds": n_seeds, "lrs": lrs, "slots": slots,
+            row = {"size": size, "seeds": n_seeds, "lrs": lrs, "slots": slots, "seed_map": problem.seed_map,
                    "icldyn_seed_steps_s": _median_spread(ours), "pytorch_seed_steps_s": _median_spread(theirs),
                    "ratio": _median_spread(ratios), "icldyn_gflops": flops * statistics.median(ours) / 1e9,
                    "pytorch_gflops": flops * statistics.median(theirs) / 1e9}
             out["seeds"].append(row)
             what = f"{n_seeds} seeds" + ("" if lrs is None else f" × {len(lrs)} learning rates")
             print(f"{size}, {what}, {threads} thread(s): icldyn {row['icldyn_seed_steps_s']['median']:.2f} "
-                  f"seed-steps/s (one program), PyTorch {row['pytorch_seed_steps_s']['median']:.2f} (one after "
+                  f"seed-steps/s (one program, {problem.seed_map}), PyTorch {row['pytorch_seed_steps_s']['median']:.2f} (one after "
                   f"another), throughput ratio {row['ratio']['median']:.2f} ({row['ratio']['min']:.2f}–"
                   f"{row['ratio']['max']:.2f}); GFLOP/s {row['icldyn_gflops']:.1f} vs {row['pytorch_gflops']:.1f} "
                   f"(matmul peak {out['gflops_large_matmul']:.1f})", file=sys.stderr, flush=True)
@@ -240,19 +244,21 @@ def worker(threads: int, quick: bool) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--vmap", action="store_true", help="many seeds vmapped (the accelerator's mapping) instead")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.quick)))
+        print(json.dumps(worker(args.worker, args.quick, args.vmap)))
         return
     res = {}
     for t in (1, 2):  # a process per thread count (XLA fixes its thread pool when it starts); progress on stderr
-        cmd = [sys.executable, "-m", "benchmarks.garg", "--worker", str(t)] + (["--quick"] if args.quick else [])
+        cmd = [sys.executable, "-m", "benchmarks.garg", "--worker", str(t)] + (["--quick"] if args.quick else []) + (
+            ["--vmap"] if args.vmap else [])
         proc = subprocess.run(cmd, cwd=HERE.parent, stdout=subprocess.PIPE, text=True, check=True)
         res[t] = json.loads(proc.stdout.strip().splitlines()[-1])
     out = res[1] | {"seeds_two_threads": {"gflops_large_matmul": res[2]["gflops_large_matmul"],
                                           "rows": res[2]["seeds"]}}
-    (results_dir(args.quick) / "garg.json").write_text(json.dumps(out, indent=1))
+    (results_dir(args.quick) / ("garg-vmap.json" if args.vmap else "garg.json")).write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

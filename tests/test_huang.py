@@ -16,7 +16,8 @@ from icldyn.runner import execute
 def _summary(store, name):
     import json
 
-    return json.loads((sorted(store.glob(f"*-{name}-*"))[-1] / "summary.json").read_text())
+    runs = [json.loads((d / "summary.json").read_text()) for d in sorted(store.glob(f"*-{name}-*"))]
+    return [s for s in runs if s["experiment"] == name][-1]  # huang-imbalanced-large-n matches *-huang-imbalanced-*
 
 
 HUANG_CLAIMS = ("vs Monte Carlo over prompts", "finite differences", "L* = inf L computed", "tracks the exact engine",

@@ -269,7 +269,8 @@ def report(cfg: RunConfig, meta: dict[str, Any], result: Result) -> str:
     ex = meta.get("execution", {})
     if ex:
         names = ex.get("device_names", ex["devices"])  # runs before 2026-12: "devices" listed the names
-        share = (f", each program's seeds split over {ex['devices']} devices (padded to a multiple of them)"
+        share = (f", each program's {cfg.seeds} seed(s) split over {ex['devices']} devices, "
+                 f"{-(-cfg.seeds // ex['devices'])} per device (padded to a multiple of them)"
                  if isinstance(ex["devices"], int) and ex["devices"] > 1 else "")
         lines += [f"Ran on {ex['backend']} ({', '.join(names)}){share}, {ex['threads']} thread(s)"
                   + (f": {ex['note']}" if ex.get("note") else "") + ".", ""]
