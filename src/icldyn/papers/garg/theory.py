@@ -25,3 +25,19 @@ def averaging_error(k: np.ndarray, d: int) -> np.ndarray:
 
 def one_step_gd_error(k: np.ndarray, d: int) -> np.ndarray:
     return (d + 1) / (np.asarray(k, float) + d + 1)
+
+
+def ridge_error(k: np.ndarray, d: int, lam: float, *, draws: int = 20_000, seed: int = 0) -> np.ndarray:
+    """Ridge regression's normalised error on noiseless prompts, ŵ = (XᵀX + λI)⁻¹Xᵀy: ŵ − w = −λ(XᵀX + λI)⁻¹w, so
+    E‖ŵ − w‖²/d = (λ²/d) E Σᵢ (eᵢ + λ)⁻² over W = XᵀX's d eigenvalues (the d − k zero ones give 1 each), by Monte
+    Carlo over ``draws`` Wishart draws. The scale of "on least squares' curve" at a CPU size (λ → 0 is least
+    squares' (1 − k/d)₊)."""
+    rng = np.random.default_rng([seed, 13])
+    out = np.empty(len(np.atleast_1d(k)))
+    for i, kk in enumerate(np.atleast_1d(k)):
+        if kk == 0:
+            out[i] = 1.0
+            continue
+        ev = np.linalg.svd(rng.standard_normal((draws, int(kk), d)), compute_uv=False) ** 2
+        out[i] = (np.sum(lam**2 / (ev + lam) ** 2, axis=1).mean() + max(d - int(kk), 0)) / d
+    return out
