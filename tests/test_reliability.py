@@ -249,6 +249,9 @@ def test_two_devices_give_one_devices_numbers(tmp_path):
     assert one["execution"]["devices"] == 1 and two["execution"]["devices"] == 2
     loss = lambda s: np.array([x["final"]["test_loss"] for x in s["points"][0]["seeds"]])  # noqa: E731
     assert len(loss(two)) == 3 and np.max(np.abs(loss(two) / loss(one) - 1)) <= 1e-6, (loss(one), loss(two))
+    # the C kernel's host callback runs on one device: said in the note, never silent
+    kern = json.loads(run(2, "--set", "model.forward=kernel").stdout)["execution"]
+    assert kern["devices"] == 1 and "1 of 2 local devices: the step calls a host kernel" in kern["note"], kern
     bad = run(2, "--set", "train.devices=3")
     assert bad.returncode == 2 and bad.stderr.startswith("error: train.devices = 3 is not allowed"), bad.stderr
 

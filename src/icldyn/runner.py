@@ -78,6 +78,10 @@ def execution(exp: Recipe, cfg: RunConfig) -> dict[str, Any]:
         out.update(per[0])
         if any(p != per[0] for p in per):
             out["points"] = per
+    if n < jax.local_device_count() and cfg.train.devices == "all":  # said, never silent: a host kernel's limit
+        why = (f"{n} of {jax.local_device_count()} local devices: the step calls a host kernel, which runs on one "
+               "device (the model's pure-JAX path, e.g. model.forward = moments and data.sampler = jax, uses all)")
+        out["note"] = f"{out['note']}; {why}" if out.get("note") else why
     return out
 
 

@@ -200,10 +200,10 @@ CPU_CLASSES = [
      "decay (≈ 11 minutes on 2 cores; it learns least squares, not the sparse prior: docs/results/garg.md)"),
     ("garg-relu", "relu_2nn_regression", 10, "small", 6000, {"d": 5},
      "garg-relu at a CPU size: d = 5, 11 points, the small GPT, 6000 Adam steps with warm-up cosine decay "
-     "(1030 s on 2 cores)"),
+     "(≈ 6 minutes on 2 cores)"),
     ("garg-tree", "decision_tree", 15, "small", 5000, {"d": 5},
      "garg-tree at a CPU size: d = 5, depth 4, 16 points, the small GPT, 5000 Adam steps with warm-up cosine decay "
-     "(2299 s on 2 cores)"),
+     "(≈ 11 minutes on 2 cores)"),
 ]
 QUICK = {"seeds": 1, "data": {"d": 5, "n": 10, "dims_start": None, "points_start": None, "test_size": 1000,
                               "per_prompt": 16},
