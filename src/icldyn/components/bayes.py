@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from icldyn.components import draws as key_draws
 from icldyn.components import zoo
 from icldyn.errors import ConfigError
 from icldyn.runtime import float64
@@ -311,7 +312,7 @@ def relu_network(X: np.ndarray, y: np.ndarray, hidden: int = 100, scale: float =
     ``jitter`` · (mean diag K + s²) to the diagonal)."""
     X, y = (jnp.asarray(a, jnp.float64) for a in (X, y))
     b, m, d = X.shape
-    Us = jax.random.normal(jax.random.PRNGKey(seed), (draws, d, hidden), jnp.float64)
+    Us = key_draws.normal(jax.random.PRNGKey(seed), (draws, d, hidden), jnp.float64)
 
     def prompt(Xb, yb):
         def at(i):

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import Field, model_validator
 
+from icldyn.components import draws
 from icldyn.config import DataSection, PositiveList
 
 
@@ -89,7 +90,7 @@ def sample_feature_prompts(task: FeatureTask, key: jax.Array, batch: int, n: int
     idx = jax.random.categorical(kt, logits, shape=(batch, n))
     k = jax.random.categorical(kq, logits, shape=(batch,))
     X, xq = task.V.T[idx], task.V.T[k]
-    w = jax.random.normal(kw, (batch, d), dtype)
+    w = draws.normal(kw, (batch, d), dtype)
     if w_law == "rademacher":
         w = jnp.sign(w)
     elif w_law == "sphere":

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, model_validator
 
+from icldyn.components import draws
 from icldyn.components.prompts import Prompts
 from icldyn.config import DataSection
 
@@ -148,7 +149,7 @@ def sample(cfg: FunctionClass, key: jax.Array, batch: int, dims: jax.Array | int
     dims = d if dims is None else dims
     kx, kf, ke = jax.random.split(key, 3)
     active = jnp.arange(d) < dims
-    X = jax.random.normal(kx, (batch, m, d), dtype) * active
+    X = draws.normal(kx, (batch, m, d), dtype) * active
     return Prompts(X, _evaluate(cfg, kf, ke, X, active, dtype))
 
 
@@ -158,9 +159,9 @@ def _evaluate(cfg: FunctionClass, kf, ke, X, active, dtype) -> jax.Array:
     if kind in ("linear_regression", "sparse_linear_regression", "noisy_linear_regression", "linear_classification",
                 "quadratic_regression"):
         kw, ks = jax.random.split(kf)
-        w = jax.random.normal(kw, (batch, d), dtype)
+        w = draws.normal(kw, (batch, d), dtype)
         if kind == "sparse_linear_regression":  # the support: `sparsity` uniform coordinates among the active ones
-            rank = jnp.argsort(jnp.where(active, jax.random.uniform(ks, (batch, d)), 2.0), axis=-1)
+            rank = jnp.argsort(jnp.where(active, draws.uniform(ks, (batch, d)), 2.0), axis=-1)
             w = w * (jnp.argsort(rank, axis=-1) < cfg.sparsity)
         if kind == "quadratic_regression":
             return cfg.scale * jnp.einsum("bmd,bd->bm", X * X, w) / 3.0**0.5
@@ -168,19 +169,19 @@ def _evaluate(cfg: FunctionClass, kf, ke, X, active, dtype) -> jax.Array:
         if kind == "linear_classification":
             return jnp.sign(y)
         if kind == "noisy_linear_regression":
-            return cfg.scale * y + cfg.noise_std * jax.random.normal(ke, y.shape, dtype)
+            return cfg.scale * y + cfg.noise_std * draws.normal(ke, y.shape, dtype)
         return cfg.scale * y
     if kind == "relu_2nn_regression":
         ku, kv = jax.random.split(kf)
-        U = jax.random.normal(ku, (batch, d, cfg.hidden), dtype)
-        v = jax.random.normal(kv, (batch, cfg.hidden), dtype)
+        U = draws.normal(ku, (batch, d, cfg.hidden), dtype)
+        v = draws.normal(kv, (batch, cfg.hidden), dtype)
         hidden = jax.nn.relu(jnp.einsum("bmd,bdh->bmh", X, U))
         return cfg.scale * (2.0 / cfg.hidden) ** 0.5 * jnp.einsum("bmh,bh->bm", hidden, v)
     if kind == "decision_tree":
         kc, kl = jax.random.split(kf)
         nodes = 2 ** (cfg.depth + 1) - 1
         coords = jax.random.randint(kc, (batch, nodes), 0, d)
-        leaves = jax.random.normal(kl, (batch, nodes), dtype)
+        leaves = draws.normal(kl, (batch, nodes), dtype)
         node = jnp.zeros(X.shape[:2], jnp.int32)
         for _ in range(cfg.depth):
             c = jnp.take_along_axis(coords, node, axis=1)  # (batch, m)

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import Field
 
+from icldyn.components import draws
 from icldyn.config import ModelSection, Predict, PrefixPredict, RunConfig
 from icldyn.errors import ConfigError
 
@@ -91,8 +92,8 @@ def init(key: jax.Array, d: int, n_points: int, n_embd: int, n_layer: int, n_hea
     ``n_points``: the longest prompt (2 · n_points positions)."""
     E, L = n_embd, n_layer
     ks = iter(jax.random.split(key, 10))
-    normal = lambda shape, std=INIT_STD: std * jax.random.normal(next(ks), shape, dtype)  # noqa: E731
-    uniform = lambda shape, fan_in: jax.random.uniform(  # noqa: E731
+    normal = lambda shape, std=INIT_STD: std * draws.normal(next(ks), shape, dtype)  # noqa: E731
+    uniform = lambda shape, fan_in: draws.uniform(  # noqa: E731
         next(ks), shape, dtype, -1.0 / np.sqrt(fan_in), 1.0 / np.sqrt(fan_in))
     zeros, ones = (lambda *s: jnp.zeros(s, dtype)), (lambda *s: jnp.ones(s, dtype))
     proj_std = INIT_STD / (2 * L) ** 0.5

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, model_validator
 
+from icldyn.components import draws
 from icldyn.components.prompts import Prompts
 from icldyn.config import DataSection
 
@@ -48,7 +49,7 @@ def covariates(key: jax.Array, shape: tuple[int, ...], law: str, shape_k: float 
     r² ~ Gamma(shape_k, scale √(10/shape_k)) — the official code's calibration, under which shape_k = 5/2 at d = 5
     gives ‖x‖² ~ χ²₅, i.e. N(0, I_5)."""
     kx, kr = jax.random.split(key)
-    x = jax.random.normal(kx, shape, dtype)
+    x = draws.normal(kx, shape, dtype)
     if law == "normal":
         return x
     u = x / jnp.linalg.norm(x, axis=-1, keepdims=True)
@@ -71,10 +72,10 @@ def log_gamma(key: jax.Array, a: float, shape: tuple[int, ...], dtype=jnp.float3
 
     def propose(k):
         kz, ku = jax.random.split(k)
-        z = jax.random.normal(kz, (rounds, *shape), dtype)
+        z = draws.normal(kz, (rounds, *shape), dtype)
         v = (1.0 + c * z) ** 3
         log_v = jnp.log(jnp.where(v > 0, v, 1.0))
-        ok = (v > 0) & (jnp.log(jax.random.uniform(ku, (rounds, *shape), dtype))
+        ok = (v > 0) & (jnp.log(draws.uniform(ku, (rounds, *shape), dtype))
                         < 0.5 * z * z + dd - dd * v + dd * log_v)
         first = jnp.argmax(ok, axis=0)[None]
         return jnp.any(ok, axis=0), jnp.take_along_axis(log_v, first, axis=0)[0]
@@ -88,7 +89,7 @@ def log_gamma(key: jax.Array, a: float, shape: tuple[int, ...], dtype=jnp.float3
     _, _, log_v = jax.lax.while_loop(lambda s: ~jnp.all(s[1]), more, state)
     log_g = jnp.log(dd) + log_v
     if a < 1.0:
-        log_g = log_g + jnp.log(jax.random.uniform(kb, shape, dtype)) / a
+        log_g = log_g + jnp.log(draws.uniform(kb, shape, dtype)) / a
     return log_g
 
 
@@ -97,10 +98,10 @@ def relu_net(key: jax.Array, X: jax.Array, hidden: int, std: float = 0.1) -> jax
     default, as in the official ``generate_data_relu``; it draws one network per batch, here one per prompt)."""
     b, _, d = X.shape
     k1, k2, k3, k4 = jax.random.split(key, 4)
-    W1 = std * jax.random.normal(k1, (b, hidden, d))
-    b1 = jax.random.uniform(k2, (b, hidden), minval=-1, maxval=1) / jnp.sqrt(d)
-    W2 = std * jax.random.normal(k3, (b, hidden))
-    b2 = jax.random.uniform(k4, (b,), minval=-1, maxval=1) / jnp.sqrt(hidden)
+    W1 = std * draws.normal(k1, (b, hidden, d))
+    b1 = draws.uniform(k2, (b, hidden), minval=-1, maxval=1) / jnp.sqrt(d)
+    W2 = std * draws.normal(k3, (b, hidden))
+    b2 = draws.uniform(k4, (b,), minval=-1, maxval=1) / jnp.sqrt(hidden)
     h = jax.nn.relu(jnp.einsum("bhd,bmd->bmh", W1, X) + b1[:, None])
     return jnp.einsum("bh,bmh->bm", W2, h) + b2[:, None]
 
@@ -110,10 +111,10 @@ def mlp_features(key: jax.Array, X: jax.Array, hidden: int) -> jax.Array:
     ``generate_data_mlp``, one per batch there)."""
     b, _, d = X.shape
     k1, k2, k3, k4 = jax.random.split(key, 4)
-    W1 = jax.random.normal(k1, (b, hidden, d))
-    b1 = jax.random.uniform(k2, (b, hidden), minval=-1, maxval=1) / jnp.sqrt(d)
-    W2 = jax.random.normal(k3, (b, d, hidden))
-    b2 = jax.random.uniform(k4, (b, d), minval=-1, maxval=1) / jnp.sqrt(hidden)
+    W1 = draws.normal(k1, (b, hidden, d))
+    b1 = draws.uniform(k2, (b, hidden), minval=-1, maxval=1) / jnp.sqrt(d)
+    W2 = draws.normal(k3, (b, d, hidden))
+    b2 = draws.uniform(k4, (b, d), minval=-1, maxval=1) / jnp.sqrt(hidden)
     h = jax.nn.relu(jnp.einsum("bhd,bmd->bmh", W1, X) + b1[:, None])
     return jnp.einsum("bdh,bmh->bmd", W2, h) + b2[:, None]
 
@@ -127,15 +128,15 @@ def _sample(cfg: TaskLaws, key: jax.Array, batch: int, dtype) -> Prompts:
     kx, kt, kw = jax.random.split(key, 3)
     m = cfg.n + 1
     if cfg.task == "sine":
-        x = jax.random.uniform(kx, (batch, m, 1), minval=-5.0, maxval=5.0)
+        x = draws.uniform(kx, (batch, m, 1), minval=-5.0, maxval=5.0)
         ka, kp = jax.random.split(kt)
-        a = jax.random.uniform(ka, (batch, 1), minval=0.1, maxval=5.0)
-        phase = jax.random.uniform(kp, (batch, 1), minval=0.0, maxval=jnp.pi)
+        a = draws.uniform(ka, (batch, 1), minval=0.1, maxval=5.0)
+        phase = draws.uniform(kp, (batch, 1), minval=0.0, maxval=jnp.pi)
         return Prompts(x, a * jnp.sin(phase + x[..., 0]))
     X = covariates(kx, (batch, m, cfg.d), cfg.covariates, cfg.shape_k, dtype)
     if cfg.task == "relu_net":
         return Prompts(X, relu_net(kt, X, cfg.hidden))
     if cfg.task == "mlp_features":
         X = mlp_features(kt, X, cfg.hidden)
-    w = jax.random.normal(kw, (batch, cfg.d))
+    w = draws.normal(kw, (batch, cfg.d))
     return Prompts(X, jnp.einsum("bmd,bd->bm", X, w))

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field
 
+from icldyn.components import draws
 from icldyn.components import lsa_kernel as kernel
 from icldyn.components.prompts import Prompts, prompt_matrix
 from icldyn.config import ConfigError, ModelSection, Predict, RunConfig, Section
@@ -211,7 +212,7 @@ class LinearTransformer:
         path reads the labels from the first step, as the sparse and relaxed forms fix it."""
         L, H, d = self.layers, self.heads, self.d
         kA, kB = jax.random.split(key)
-        normal = lambda k, shape: self.init_std * jax.random.normal(k, shape, dtype)  # noqa: E731
+        normal = lambda k, shape: self.init_std * draws.normal(k, shape, dtype)  # noqa: E731
         if self.parameterization == "full":
             P = normal(kB, (L, H, d + 1, d + 1)).at[:, :, d, d].add(1.0)
             return {"P": P, "Q": normal(kA, (L, H, d + 1, d + 1))}

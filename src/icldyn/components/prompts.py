@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
+from icldyn.components import draws
 from icldyn.config import DataSection, PositiveList
 
 
@@ -251,10 +252,10 @@ def draw_g(key: jax.Array, batch: int, d: int, dtype, law: WLaw = GAUSSIAN) -> j
         return jax.random.laplace(key, (batch, d), dtype) * jnp.sqrt(jnp.asarray(0.5, dtype))
     if law.name == "sparse":
         kg, ks = jax.random.split(key)
-        ranks = jnp.argsort(jnp.argsort(jax.random.uniform(ks, (batch, d)), axis=1), axis=1)
-        g = jax.random.normal(kg, (batch, d), dtype) * jnp.sqrt(jnp.asarray(d / law.k, dtype))
+        ranks = jnp.argsort(jnp.argsort(draws.uniform(ks, (batch, d)), axis=1), axis=1)
+        g = draws.normal(kg, (batch, d), dtype) * jnp.sqrt(jnp.asarray(d / law.k, dtype))
         return jnp.where(ranks < law.k, g, jnp.zeros_like(g))
-    return jax.random.normal(key, (batch, d), dtype)
+    return draws.normal(key, (batch, d), dtype)
 
 
 def sample_prompts(task: GaussianTask, *, key: jax.Array, batch: int, n: int, law: WLaw = GAUSSIAN) -> Prompts:
@@ -262,9 +263,9 @@ def sample_prompts(task: GaussianTask, *, key: jax.Array, batch: int, n: int, la
     kx, kw, ke = jax.random.split(key, 3)
     dtype = task.sigma.dtype
     d = task.sigma.shape[0]
-    X = jax.random.normal(kx, (batch, n + 1, d), dtype) @ task.sigma_sqrt  # (b, n+1, d)
+    X = draws.normal(kx, (batch, n + 1, d), dtype) @ task.sigma_sqrt  # (b, n+1, d)
     w = draw_g(kw, batch, d, dtype, law) @ task.w_sqrt.T  # (b, d)
-    y = jnp.einsum("bid,bd->bi", X, w) + task.noise_std * jax.random.normal(ke, (batch, n + 1), dtype)
+    y = jnp.einsum("bid,bd->bi", X, w) + task.noise_std * draws.normal(ke, (batch, n + 1), dtype)
     return Prompts(X, y)
 
 

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 from pydantic import Field, model_validator
 
+from icldyn.components import draws
 from icldyn.components.prompts import GaussianCovariates, make_covariance, sym_sqrt
 from icldyn.config import PositiveList
 
@@ -79,8 +80,8 @@ def sample_regression(task: RegressionTask, key: jax.Array, batch: int, n: int, 
     attention never sees z, so dropping it leaves E[∇L̂] unchanged and only removes variance."""
     kx, kz = jax.random.split(key)
     d, p = task.M.shape[1], task.M.shape[0]
-    X = jax.random.normal(kx, (batch, n, d), task.sigma.dtype) @ task.sigma_sqrt
+    X = draws.normal(kx, (batch, n, d), task.sigma.dtype) @ task.sigma_sqrt
     Y = X @ task.M.T
     if noise:
-        Y = Y + task.noise_std * jax.random.normal(kz, (batch, n, p), task.sigma.dtype)
+        Y = Y + task.noise_std * draws.normal(kz, (batch, n, p), task.sigma.dtype)
     return X, Y

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from icldyn.components import baselines as bl
+from icldyn.components import draws
 from icldyn.components.prompts import GaussianTask, Prompts, PromptsData, make_task
 from icldyn.config import ConfigError, Predict, PrefixPredict, RunConfig
 
@@ -62,7 +63,7 @@ def _psd_sqrt(S: np.ndarray) -> np.ndarray:
 
 def rotation(key: jax.Array, d: int) -> np.ndarray:
     """A Haar-random d×d rotation from ``key`` (QR of a Gaussian matrix, signs fixed by R's diagonal)."""
-    Q, R = np.linalg.qr(np.asarray(jax.random.normal(key, (d, d), jnp.float32), np.float64))
+    Q, R = np.linalg.qr(np.asarray(draws.normal(key, (d, d), jnp.float32), np.float64))
     return Q * np.sign(np.diag(R))
 
 
@@ -139,7 +140,7 @@ Strategy = Callable[[GaussianTask, jax.Array, int, int], Draw]  # (test law, key
 
 def _covariates(task: GaussianTask, key: jax.Array, batch: int, K: int) -> tuple[jax.Array, jax.Array]:
     """Context and query covariates, iid from the law: (b, K, d) each."""
-    g = jax.random.normal(key, (2, batch, K, task.sigma.shape[0]), task.sigma.dtype) @ task.sigma_sqrt
+    g = draws.normal(key, (2, batch, K, task.sigma.shape[0]), task.sigma.dtype) @ task.sigma_sqrt
     return g[0], g[1]
 
 
@@ -147,8 +148,8 @@ def _labelled(task: GaussianTask, key: jax.Array, X: jax.Array, Xq: jax.Array) -
     """y = wᵀx + σε with one w ~ N(0, Ω_w) per prompt, shared by its context and its queries."""
     kw, ke = jax.random.split(jax.random.fold_in(key, 7))
     b, K, d = X.shape
-    w = jax.random.normal(kw, (b, d), X.dtype) @ task.w_sqrt.T  # (b, d)
-    e = task.noise_std * jax.random.normal(ke, (2, b, K), X.dtype)
+    w = draws.normal(kw, (b, d), X.dtype) @ task.w_sqrt.T  # (b, d)
+    e = task.noise_std * draws.normal(ke, (2, b, K), X.dtype)
     return Draw(X, jnp.einsum("bkd,bd->bk", X, w) + e[0], Xq, jnp.einsum("bkd,bd->bk", Xq, w) + e[1])
 
 
@@ -159,7 +160,7 @@ def _gaussian(task: GaussianTask, key: jax.Array, batch: int, K: int) -> Draw:
 def _quadrants(opposite: bool) -> Strategy:
     def draw(task: GaussianTask, key: jax.Array, batch: int, K: int) -> Draw:
         X, Xq = _covariates(task, key, batch, K)
-        s = jnp.sign(jax.random.normal(jax.random.fold_in(key, 1), (batch, 1, X.shape[-1]), X.dtype))  # the orthant
+        s = jnp.sign(draws.normal(jax.random.fold_in(key, 1), (batch, 1, X.shape[-1]), X.dtype))  # the orthant
         return _labelled(task, key, jnp.abs(X) * s, -jnp.abs(Xq) * s if opposite else Xq)
     return draw
 
@@ -180,7 +181,7 @@ def _orthogonal(task: GaussianTask, key: jax.Array, batch: int, K: int) -> Draw:
 
 def _overlapping(task: GaussianTask, key: jax.Array, batch: int, K: int) -> Draw:
     X, _ = _covariates(task, key, batch, K)
-    u = jax.random.uniform(jax.random.fold_in(key, 1), (batch, K))
+    u = draws.uniform(jax.random.fold_in(key, 1), (batch, K))
     j = jnp.floor(u * jnp.arange(1, K + 1)).astype(jnp.int32)  # uniform on {0, …, k − 1} for query k
     return _labelled(task, key, X, jnp.take_along_axis(X, j[..., None], axis=1))
 
@@ -192,7 +193,7 @@ def _outliers(task: GaussianTask, key: jax.Array, batch: int, K: int) -> Draw:
     p = _gaussian(task, key, batch, K)
     ko, kz = jax.random.split(jax.random.fold_in(key, 1))
     hit = jax.random.bernoulli(ko, OUTLIER_RATE, (batch, K)).astype(p.y.dtype)
-    jump = OUTLIER_SIZE * jnp.sqrt(label_variance(task)) * jax.random.normal(kz, (batch, K), p.y.dtype)
+    jump = OUTLIER_SIZE * jnp.sqrt(label_variance(task)) * draws.normal(kz, (batch, K), p.y.dtype)
     return p._replace(y=p.y + hit * jump)
 
 

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field
 
+from icldyn.components import draws
 from icldyn.config import ModelSection, Predict, RunConfig, Section
 
 
@@ -69,8 +70,8 @@ class SoftmaxRegressor:
     def init(self, key: jax.Array, dtype=jnp.float32) -> Params:
         """iid N(0, init_std²) entries (the small random initialisation)."""
         ka, kb = jax.random.split(key)
-        return {"A": self.init_std * jax.random.normal(ka, (self.p, self.d), dtype),
-                "B": self.init_std * jax.random.normal(kb, (self.d, self.d), dtype)}
+        return {"A": self.init_std * draws.normal(ka, (self.p, self.d), dtype),
+                "B": self.init_std * draws.normal(kb, (self.d, self.d), dtype)}
 
     @staticmethod
     def attention(B: jax.Array, X: jax.Array) -> jax.Array:

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from icldyn.components import draws
 from icldyn.errors import ConfigError
 
 Algorithm = Callable[[jax.Array, jax.Array], jax.Array]  # (X (b, m, d), y (b, m)) -> (b, m)
@@ -111,7 +112,7 @@ def two_layer_network(X: jax.Array, y: jax.Array, key: jax.Array, hidden: int = 
 
     def fit(key, Xb, yb, row):
         k1, k2, k3, k4 = jax.random.split(key, 4)
-        u = lambda k, shape, fan: jax.random.uniform(k, shape, X.dtype, -1 / np.sqrt(fan), 1 / np.sqrt(fan))  # noqa: E731
+        u = lambda k, shape, fan: draws.uniform(k, shape, X.dtype, -1 / np.sqrt(fan), 1 / np.sqrt(fan))  # noqa: E731
         p = {"W1": u(k1, (d, hidden), d), "b1": u(k2, (hidden,), d), "w2": u(k3, (hidden,), hidden),
              "b2": u(k4, (), hidden)}
         loss = lambda p: jnp.sum(row * jnp.square(net(p, Xb) - yb)) / jnp.maximum(row.sum(), 1)  # noqa: E731

@@ -46,8 +46,9 @@ def zoo_claims(p: CurvePoint) -> list[Claim]:
 def causal_claim(params, n_head: int, X: jax.Array, y: jax.Array, ks: list[int] | None = None) -> Claim:
     """The first k predictions on a prompt equal those on its k-point prefix (causal attention): what lets the
     curriculum train shorter prompts by masking the loss in one program. ``ks``: the prefixes (default every k)."""
-    full = gpt.predict(params, X, y, n_head)
-    worst = max(float(jnp.max(jnp.abs(gpt.predict(params, X[:, :k], y[:, :k], n_head) - full[:, :k])))
+    predict = jax.jit(lambda X, y, p: gpt.predict(p, X, y, n_head))  # a program per length (eager: one per op)
+    full = predict(X, y, params)
+    worst = max(float(jnp.max(jnp.abs(predict(X[:, :k], y[:, :k], params) - full[:, :k])))
                 for k in (ks or range(1, X.shape[1])))
     scale = float(jnp.max(jnp.abs(full)))
     rel = worst / scale

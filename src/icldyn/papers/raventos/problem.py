@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from icldyn.components import agreement, gpt
+from icldyn.components import agreement, draws, gpt
 from icldyn.components.linear_attention import LinearTransformer
 from icldyn.components.prompts import TEST_KEY, Prompts, held_out_key, make_covariance, sym_sqrt
 from icldyn.config import RunConfig
@@ -63,7 +63,7 @@ def learner(cfg: RunConfig, dtype) -> Learner:
 def make_pool(cfg: RunConfig, seed: int, m_max: int) -> np.ndarray:
     """The seed's pool, w_m ~ N(0, I_d), padded to ``m_max`` rows: the first M rows are the pool of size M, so the
     pools of a seed are nested as M grows (arXiv 2306.15063 draws a fresh pool per M)."""
-    g = jax.random.normal(held_out_key(seed, POOL_KEY), (m_max, cfg.data.d), jnp.float64)
+    g = draws.normal(held_out_key(seed, POOL_KEY), (m_max, cfg.data.d), jnp.float64)
     return np.asarray(g)
 
 
@@ -72,13 +72,13 @@ def sample(task: PoolTask, key: jax.Array, batch: int, n: int, pooled: bool = Tr
     N(0, I_d) (the true prior)."""
     kx, kw, ke = jax.random.split(key, 3)
     dtype, d = task.pool.dtype, task.pool.shape[1]
-    X = jax.random.normal(kx, (batch, n + 1, d), dtype) @ task.sigma_sqrt
+    X = draws.normal(kx, (batch, n + 1, d), dtype) @ task.sigma_sqrt
     if pooled:
-        idx = jnp.floor(jax.random.uniform(kw, (batch,), dtype) * task.size).astype(jnp.int32)
+        idx = jnp.floor(draws.uniform(kw, (batch,), dtype) * task.size).astype(jnp.int32)
         w = task.pool[jnp.minimum(idx, task.size.astype(jnp.int32) - 1)]
     else:
-        w = jax.random.normal(kw, (batch, d), dtype)
-    y = jnp.einsum("bid,bd->bi", X, w) + task.noise_std * jax.random.normal(ke, (batch, n + 1), dtype)
+        w = draws.normal(kw, (batch, d), dtype)
+    y = jnp.einsum("bid,bd->bi", X, w) + task.noise_std * draws.normal(ke, (batch, n + 1), dtype)
     return Prompts(X, y)
 
 
