@@ -132,9 +132,11 @@ def _sampler(problem: Problem, step: jax.Array) -> Callable[[PyTree, jax.Array],
     return (lambda task, key: problem.sample(task, key, step)) if problem.stepped else problem.sample
 
 
-def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: int, copies: int = 1):
+def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: int, copies: int = 1,
+               evaluate: bool = True):
     """(states, tasks, tests) -> (states, metrics): ``length`` optimiser steps of every slot (``copies`` ×
-    seeds; the copies of a seed share its batches)."""
+    seeds; the copies of a seed share its batches), and the held-out metrics of the last (``evaluate`` False: the
+    training metrics alone, the held-out ones left to a program of their own, :func:`evaluate_slots`)."""
     seeds = lambda f: over_seeds(f, problem.seed_map)  # noqa: E731
     slots = lambda f: over_slots(f, problem.seed_map, copies)  # noqa: E731
 
@@ -161,7 +163,7 @@ def make_chunk(problem: Problem, opt: Optimizer, length: int, resample_every: in
 
         (state, last), (losses, gnorms) = jax.lax.scan(
             body, (state, (state.params, state.params) if step_metrics else None), None, length=length)
-        metrics = evaluate_slots(problem, copies)(state.params, tasks, tests)
+        metrics = evaluate_slots(problem, copies)(state.params, tasks, tests) if evaluate else {}
         if step_metrics:
             metrics |= over_slots(problem.evaluate_step, problem.seed_map, copies)(*last, tasks, tests)
         metrics = {"train_loss": losses[-1], "grad_norm": gnorms[-1], **metrics}
@@ -416,8 +418,11 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
     while done < steps and len(history.diverged_at) < n_slots:
         length = min(log_every, steps - done)
         if length not in chunks:
-            chunks[length] = jax.jit(spread(make_chunk(problem, opt, length, resample_every, copies)))
+            chunks[length] = jax.jit(spread(make_chunk(problem, opt, length, resample_every, copies, evaluate=False)))
         state, metrics = chunks[length](state, tasks, tests)
+        # the held-out metrics by step 0's program: compiled once per run, not again inside every chunk length
+        metrics = {"train_loss": metrics.pop("train_loss"), "grad_norm": metrics.pop("grad_norm"),
+                   **evaluate(state.params, tasks, tests), **metrics}
         done += length
         alive = log(done, metrics)
         good_params = jax.tree.map(  # a diverged seed keeps its last finite parameters
