@@ -1,6 +1,8 @@
 """The training loop: ``lax.scan`` over the steps of a chunk with every seed advancing in lockstep,
 one compiled program per problem shape. Metrics come back once per chunk (no host callbacks inside
-the loop, beyond the CPU kernels' own ``pure_callback``).
+the loop, beyond the CPU kernels' own ``pure_callback``): the training loss and gradient norm from the chunk's
+program, the held-out metrics from the evaluation's own, compiled once per run (step 0's) rather than again inside
+every chunk.
 
 How seeds are mapped is the problem's choice (:attr:`Problem.seed_map`): ``vmap`` where its
 computations batch well (the fused C kernel takes every seed in one call), ``map`` (``lax.map``, a
