@@ -14,6 +14,8 @@ def test_draws_are_jax_random_bit_for_bit_from_one_program_per_size_class(shape,
     assert np.array_equal(draws.uniform(key, shape, dtype, -0.5, 2.0), jax.random.uniform(key, shape, dtype, -0.5, 2.0))
     # traced (the trainer's samplers): jax.random itself
     assert np.array_equal(jax.jit(lambda k: draws.normal(k, shape, dtype))(key), jax.random.normal(key, shape, dtype))
+    for typed in (jax.random.key(5), jax.random.key(5, impl="rbg")):  # typed keys; rbg draws are not prefixes: direct
+        assert np.array_equal(draws.normal(typed, shape, dtype), jax.random.normal(typed, shape, dtype))
 
 
 def test_size_classes_draw_at_most_a_quarter_more():

@@ -6,9 +6,9 @@ threefry hash; measured: 111 of them, 63 s, in the test suite's inner loop). Wit
 (``jax_threefry_partitionable``, the default since JAX 0.5) element i of a draw depends on the key and i alone, so
 the first ``size`` values of a longer flat draw, reshaped, *are* the draw of that shape, bit for bit. :func:`normal`
 and :func:`uniform` draw a flat array of the next size class (4, 5, 6 or 7 × a power of two: at most a quarter more
-than asked) and take the shape from it; called inside a trace (``jit``, ``vmap``, ``grad``), or with the
-non-partitionable hash, they are ``jax.random.normal`` / ``jax.random.uniform`` themselves. The same key gives the
-same draws on every path.
+than asked) and take the shape from it; called inside a trace (``jit``, ``vmap``, ``grad``), or with another
+generator than partitionable threefry (``rbg``), they are ``jax.random.normal`` / ``jax.random.uniform`` themselves.
+The same key gives the same draws on every path.
 """
 
 from __future__ import annotations
@@ -34,10 +34,18 @@ def _take(flat: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     return flat[:math.prod(shape)].reshape(shape)
 
 
-def _bucketed(draw, key, shape, dtype, *args) -> jax.Array:
-    shape = tuple(int(s) for s in ((shape,) if isinstance(shape, int) else shape))
+def _prefix_stable(key) -> bool:
+    """Whether a draw from ``key`` is a prefix of a longer one: an eager threefry key, partitionable."""
     if isinstance(key, jax.core.Tracer) or not jax.config.jax_threefry_partitionable:
+        return False
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    return str(jax.random.key_impl(key) if typed else jax.config.jax_default_prng_impl) == "threefry2x32"
+
+
+def _bucketed(draw, key, shape, dtype, *args) -> jax.Array:
+    if not _prefix_stable(key):
         return draw(key, shape, dtype, *args)
+    shape = tuple(int(s) for s in ((shape,) if isinstance(shape, int) else shape))
     return _take(draw(key, (size_class(math.prod(shape)),), dtype, *args), shape)
 
 
