@@ -424,9 +424,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
         state, metrics = chunks[length](state, tasks, tests)
         # the held-out metrics by step 0's program: compiled once per run, not again inside every chunk length
         # (names sorted, as a program's dict output comes back: the rows keep their order)
-        metrics = {"train_loss": metrics.pop("train_loss"), "grad_norm": metrics.pop("grad_norm"),
-                   **evaluate(state.params, tasks, tests), **metrics}
-        metrics = dict(sorted(metrics.items()))
+        metrics = dict(sorted({**evaluate(state.params, tasks, tests), **metrics}.items()))
         done += length
         alive = log(done, metrics)
         good_params = jax.tree.map(  # a diverged seed keeps its last finite parameters
