@@ -18,8 +18,10 @@ def test_draws_are_jax_random_bit_for_bit_from_one_program_per_size_class(shape,
         assert np.array_equal(draws.normal(typed, shape, dtype), jax.random.normal(typed, shape, dtype))
 
 
-def test_size_classes_draw_at_most_a_quarter_more():
-    sizes = np.arange(1, 100_000)
+def test_size_classes_draw_at_most_twice_up_to_coarse_and_a_quarter_more_above():
+    sizes = np.unique(np.geomspace(1, 2**24, 20_000).astype(int))
     got = np.array([draws.size_class(int(n)) for n in sizes])
-    assert (got >= sizes).all() and (got[sizes > draws.SMALLEST] <= 1.25 * sizes[sizes > draws.SMALLEST]).all()
-    assert len(set(got)) <= 4 * 9 + 1  # four per octave from 256 to 100 000
+    small, large = sizes <= draws.COARSE, sizes > draws.COARSE
+    assert (got >= sizes).all() and (got[small] < 2 * np.maximum(sizes[small], draws.SMALLEST)).all()
+    assert (got[large] <= 1.25 * sizes[large]).all()
+    assert len(set(got[small])) == 13 and len(set(got[large])) == 4 * 4  # one per octave 2^8…2^20, four above
