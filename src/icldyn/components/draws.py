@@ -5,8 +5,9 @@ program of its own for every shape it is asked for, and XLA takes 0.2-0.5 s on a
 threefry hash; measured: 111 of them, 63 s, in the test suite's inner loop). With JAX's partitionable threefry
 (``jax_threefry_partitionable``, the default since JAX 0.5) element i of a draw depends on the key and i alone, so
 the first ``size`` values of a longer flat draw, reshaped, *are* the draw of that shape, bit for bit. :func:`normal`
-and :func:`uniform` draw a flat array of the next size class (:func:`size_class`) and take the shape from it; called inside a trace (``jit``, ``vmap``, ``grad``), or with another
-generator than partitionable threefry (``rbg``), they are ``jax.random.normal`` / ``jax.random.uniform`` themselves.
+and :func:`uniform` draw a flat array of the next size class (:func:`size_class`) and take the shape from it; called
+inside a trace (``jit``, ``vmap``, ``grad``), or with another generator than partitionable threefry (``rbg``), they
+are ``jax.random.normal`` / ``jax.random.uniform`` themselves.
 The same key gives the same draws on every path.
 """
 
