@@ -23,5 +23,5 @@ def test_size_classes_draw_at_most_twice_up_to_coarse_and_a_quarter_more_above()
     got = np.array([draws.size_class(int(n)) for n in sizes])
     small, large = sizes <= draws.COARSE, sizes > draws.COARSE
     assert (got >= sizes).all() and (got[small] < 2 * np.maximum(sizes[small], draws.SMALLEST)).all()
-    assert (got[large] <= 1.25 * sizes[large]).all()
+    assert all(c & (c - 1) == 0 for c in got[small].tolist()) and (got[large] <= 1.25 * sizes[large]).all()
     assert len(set(got[small])) == 13 and len(set(got[large])) == 4 * 4  # one per octave 2^8…2^20, four above

@@ -19,13 +19,13 @@ import math
 import jax
 
 SMALLEST = 256  # one size class for every draw up to this many values
-COARSE = 2**20  # up to here a class per power of two: at most twice the values asked, ≤ 20 ms to draw on a CPU core
+COARSE = 2**20  # up to here a class per power of two: under twice the values asked, ≈ 20 ms at most to draw
 
 
 def size_class(size: int) -> int:
-    """The flat size drawn for ``size`` values: ``SMALLEST``; up to ``COARSE``, the next power of two (a draw costs
-    15-20 ns a value on a CPU core, a compiled class 0.2-0.3 s, so one class per octave); above it the least
-    m · 2^k ≥ size with m ∈ {4, 5, 6, 7} (at most a quarter more than asked)."""
+    """The flat size drawn for ``size`` values: ``SMALLEST`` for up to ``SMALLEST`` values; up to ``COARSE``, the
+    least power of two ≥ size (a draw costs 15-20 ns a value on a CPU core, a compiled class 0.2-0.3 s, so one
+    class per octave); above it the least m · 2^k ≥ size with m ∈ {4, 5, 6, 7} (at most a quarter more)."""
     if size <= SMALLEST:
         return SMALLEST
     if size <= COARSE:
