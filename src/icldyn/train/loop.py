@@ -210,11 +210,15 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
     def init(task, key, init_key):
         _, k_batch, k_loop = jax.random.split(key, 3)
         params = problem.init(task, jax.random.split(init_key, 3)[0])  # init_key = key: split(key, 3)[0]
-        step = jnp.zeros((), jnp.int32)
-        return TrainState(params, _opt_for(opt, task).init(params), _sampler(problem, step)(task, k_batch), k_loop,
-                          step)
+        return params, _opt_for(opt, task).init(params), k_batch, k_loop
 
-    state = jax.jit(over_seeds(init, problem.seed_map))(tasks, keys, keys if init_keys is None else init_keys)
+    step = np.zeros((), np.int32)
+    params, opt_state, k_batch, k_loop = jax.jit(over_seeds(init, problem.seed_map))(
+        tasks, keys, keys if init_keys is None else init_keys)
+    # the first batch by a program of its own: a C kernel's sampler is a host callback, and JAX never writes a program
+    # that holds one to the persistent cache — apart, the initialisation (the larger program) is compiled once
+    batch = jax.jit(over_seeds(_sampler(problem, step), problem.seed_map))(tasks, k_batch)
+    state = TrainState(params, opt_state, batch, k_loop, jnp.asarray(np.zeros(len(keys), np.int32)))
     if slot_lrs is not None:
         return state._replace(opt_state=set_learning_rates(state.opt_state, np.asarray(slot_lrs)))
     if lrs is None:
