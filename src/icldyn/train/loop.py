@@ -41,7 +41,7 @@ class Problem(NamedTuple):
     # optimiser step, (params before it, its update = params after − params before, task, test) -> metrics
     evaluate_step: Callable[[PyTree, PyTree, PyTree, PyTree], dict[str, jax.Array]] | None = None
     # a data schedule (a curriculum): sample is called as (task, key, step), step the optimiser step (int32 scalar,
-    # traced: one program for every stage)
+    # traced in the training chunk: one program for every stage; the first batch is drawn at a concrete 0)
     stepped: bool = False
 
 
@@ -129,7 +129,7 @@ def _opt_for(opt: Optimizer, task: PyTree) -> optax.GradientTransformation:
     return opt if isinstance(opt, optax.GradientTransformation) else opt(task)
 
 
-def _sampler(problem: Problem, step: jax.Array) -> Callable[[PyTree, jax.Array], PyTree]:
+def _sampler(problem: Problem, step: jax.Array | np.ndarray) -> Callable[[PyTree, jax.Array], PyTree]:
     """(task, key) -> batch at ``step`` (the step matters to a :attr:`Problem.stepped` problem only)."""
     return (lambda task, key: problem.sample(task, key, step)) if problem.stepped else problem.sample
 
@@ -212,12 +212,11 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
         params = problem.init(task, jax.random.split(init_key, 3)[0])  # init_key = key: split(key, 3)[0]
         return params, _opt_for(opt, task).init(params), k_batch, k_loop
 
-    step = np.zeros((), np.int32)
     params, opt_state, k_batch, k_loop = jax.jit(over_seeds(init, problem.seed_map))(
         tasks, keys, keys if init_keys is None else init_keys)
     # the first batch by a program of its own: a C kernel's sampler is a host callback, and JAX never writes a program
     # that holds one to the persistent cache — apart, the initialisation (the larger program) is compiled once
-    batch = jax.jit(over_seeds(_sampler(problem, step), problem.seed_map))(tasks, k_batch)
+    batch = jax.jit(over_seeds(_sampler(problem, np.zeros((), np.int32)), problem.seed_map))(tasks, k_batch)
     state = TrainState(params, opt_state, batch, k_loop, jnp.asarray(np.zeros(len(keys), np.int32)))
     if slot_lrs is not None:
         return state._replace(opt_state=set_learning_rates(state.opt_state, np.asarray(slot_lrs)))
