@@ -114,10 +114,10 @@ def check_fits(what: str, needed: int, hint: str) -> None:
 def setup_jax(cache_dir: str | None = None) -> None:
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_compilation_cache_dir", cache_dir or str(jax_cache_dir()))
-    # 0.1 s: a held-out set's eager jax.random.normal takes 0.3-0.45 s to compile per shape (measured in the suite:
-    # 20-30 of them per paper's verify), below JAX's default 1 s; each later process (a CLI run, a test's
-    # subprocess) reads them back instead
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+    # every program, however quick to compile: eager operations compile one small program per shape (25-50 ms each,
+    # hundreds of them in a paper's quick verify), and each later process (a CLI run, a test's subprocess) reads them
+    # back instead, 3x faster (docs/performance.md §10)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
