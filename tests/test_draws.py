@@ -14,7 +14,10 @@ def test_draws_are_jax_random_bit_for_bit_from_one_program_per_size_class(shape,
     assert np.array_equal(draws.uniform(key, shape, dtype, -0.5, 2.0), jax.random.uniform(key, shape, dtype, -0.5, 2.0))
     # the prefix taken on the host (a CPU) and by the compiled slice (another device) is the same
     flat = jax.random.normal(key, (draws.size_class(int(np.prod(shape))),), dtype)
-    assert np.array_equal(draws._take(flat, shape), draws._take_compiled(flat, shape))
+    host, compiled = draws._take(flat, shape), draws._take_compiled(flat, shape)
+    assert np.array_equal(host, compiled) and host.dtype == compiled.dtype == jnp.dtype(dtype) and not host.committed
+    placed = draws._take(jax.device_put(flat, jax.devices()[0]), shape)  # a committed draw stays where it was put
+    assert placed.committed and placed.devices() == {jax.devices()[0]}
     # traced (the trainer's samplers): jax.random itself
     assert np.array_equal(jax.jit(lambda k: draws.normal(k, shape, dtype))(key), jax.random.normal(key, shape, dtype))
     for typed in (jax.random.key(5), jax.random.key(5, impl="rbg")):  # typed keys; rbg draws are not prefixes: direct

@@ -116,7 +116,7 @@ def setup_jax(cache_dir: str | None = None) -> None:
     jax.config.update("jax_compilation_cache_dir", cache_dir or str(jax_cache_dir()))
     # every program, however quick to compile: eager operations compile one small program per shape (25-50 ms each,
     # hundreds of them in a paper's quick verify), and each later process (a CLI run, a test's subprocess) reads them
-    # back instead, 3x faster (docs/performance.md §10)
+    # back instead, 3x faster (docs/performance.md §10, "The suite's time")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
