@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU path proven by one script, in under 8 minutes on one GPU (benchmarks/gpu.py says what it measures):
-# writes gpu.json and gpu.md under $OUT (default benchmarks/results/gpu).
+# writes gpu.json and gpu.md under $OUT (default benchmarks/results/gpu). Arguments (--set KEY=VALUE) go to the
+# quick recipe's runs (benchmarks/gpu.py).
 #
 # On a machine with an NVIDIA GPU it uses that machine's python3 (CUDA JAX and torch already there; a lent GPU
 # machine has no network, and nothing is built): icldyn runs from src/ with its entry points registered in
@@ -38,4 +39,4 @@ PY
     PY=.venv/bin/python
   fi
 fi
-timeout 470 "$PY" -m benchmarks.gpu
+timeout 470 "$PY" -m benchmarks.gpu "$@"
