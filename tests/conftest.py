@@ -5,17 +5,21 @@ from icldyn.runtime import setup_jax
 setup_jax()  # float64 available, persistent compilation cache shared with the CLI
 
 
-# The longest tests (each 30-150 s on the 2-core CI machine), started first on every worker. In collection order the
-# verify tests came last, and one worker ran the last of them alone while the other had nothing left to take.
+# The longest tests (each 15-150 s on the 2-core CI machine; longest first), started first on every worker. In
+# collection order the verify tests came last, and one worker ran the last of them alone while the other had nothing
+# left to take.
 # pytest-xdist's worksteal sends each worker a contiguous share of this list first (then idle workers steal from the
 # ends of busy ones' queues), so the long tests are dealt round-robin to the fronts of the shares; every other test
 # keeps its collection order. A name not found here just keeps its place.
 LONGEST = ("test_verify_ahn.py::test_every_claim_passes", "test_goel.py::test_verify_goel",
-           "test_python_api.py::test_the_documented_example", "test_garg.py::test_verify_quick", "test_reliability.py::test_kill_9",
-           "test_install.py::test_wheel", "test_sweep.py::test_a_two_node_ray_cluster", "test_linattn.py::test_verify_runs",
+           "test_python_api.py::test_the_documented_example", "test_garg.py::test_verify_quick",
+           "test_reliability.py::test_two_devices", "test_plugins.py::test_the_documented_plugin",
+           "test_install.py::test_no_compiler", "test_reliability.py::test_kill_9", "test_install.py::test_wheel",
+           "test_goel_sweeps.py::test_conditioning_grid", "test_sweep.py::test_a_two_node_ray_cluster",
+           "test_faults.py::test_memory", "test_linattn.py::test_verify_runs",
            "test_recipes_honour.py::test_every_core_field_is_honoured_or_refused[linattn-noise]",
-           "test_plugins.py::test_the_documented_plugin", "test_install.py::test_no_compiler",
-           "test_faults.py::test_a_truncated_kernel_library", "test_crossover.py::")
+           "test_faults.py::test_a_truncated_kernel_library", "test_sweep.py::test_killed_sweep_resumed",
+           "test_crossover.py::")
 
 
 def _rank(item) -> int | None:
