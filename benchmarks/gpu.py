@@ -126,16 +126,17 @@ def markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    extra = sys.argv[1:] if argv is None else argv
-    if extra[::2] != ["--set"] * ((len(extra) + 1) // 2) or len(extra) % 2:
+def main() -> None:
+    extra = sys.argv[1:]
+    flags, values = extra[::2], extra[1::2]
+    if len(flags) != len(values) or set(flags) - {"--set"} or not all("=" in v for v in values):
         sys.exit(f"error: arguments are --set KEY=VALUE pairs (icldyn run's); got {' '.join(extra)}")
     out = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results" / "gpu")
     out.mkdir(parents=True, exist_ok=True)
     doctor, _ = icldyn(["doctor"])
     backend = doctor["jax"]["backend"]
     res: dict = {"time": time.strftime("%Y-%m-%d %H:%M"), "backend": backend, "devices": doctor["jax"]["devices"],
-                 "doctor": doctor, "overrides": extra[1::2], "rows": {}}
+                 "doctor": doctor, "overrides": values, "rows": {}}
     rows = res["rows"]
     quick = [*QUICK, *extra]
     cpu, wall = icldyn(["run", *quick, "--out", str(out / "runs")], env={"JAX_PLATFORMS": "cpu"})
