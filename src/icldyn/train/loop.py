@@ -41,7 +41,7 @@ class Problem(NamedTuple):
     # optimiser step, (params before it, its update = params after − params before, task, test) -> metrics
     evaluate_step: Callable[[PyTree, PyTree, PyTree, PyTree], dict[str, jax.Array]] | None = None
     # a data schedule (a curriculum): sample is called as (task, key, step), step the optimiser step (int32 scalar,
-    # traced in the training chunk: one program for every stage; the first batch is drawn at a concrete 0)
+    # traced in the training chunk: one program for every stage)
     stepped: bool = False
 
 
@@ -64,7 +64,7 @@ def in_dtype(problem: Problem, dtype) -> Problem:
 class TrainState(NamedTuple):
     params: PyTree
     opt_state: PyTree
-    batch: PyTree  # current training batch (redrawn every ``resample_every`` steps)
+    batch: PyTree  # current training batch (redrawn every ``resample_every`` steps; zeros before step 0's draw)
     key: jax.Array
     step: jax.Array
 
@@ -208,16 +208,18 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
     written into its state. ``init_keys``: the initial parameters' keys, apart from the data's ``keys`` (the
     parameters are drawn from ``init_keys`` as they would be from ``keys``)."""
     def init(task, key, init_key):
-        _, k_batch, k_loop = jax.random.split(key, 3)
+        _, _, k_loop = jax.random.split(key, 3)
         params = problem.init(task, jax.random.split(init_key, 3)[0])  # init_key = key: split(key, 3)[0]
-        return params, _opt_for(opt, task).init(params), k_batch, k_loop
+        return params, _opt_for(opt, task).init(params), k_loop
 
-    params, opt_state, k_batch, k_loop = jax.jit(over_seeds(init, problem.seed_map))(
+    params, opt_state, k_loop = jax.jit(over_seeds(init, problem.seed_map))(
         tasks, keys, keys if init_keys is None else init_keys)
-    # the first batch by a program of its own: a C kernel's sampler is a host callback, and JAX never writes a program
-    # that holds one to the persistent cache — apart, the initialisation (the larger program) is compiled once
-    batch = jax.jit(over_seeds(_sampler(problem, np.zeros((), np.int32)), problem.seed_map))(tasks, k_batch)
-    state = TrainState(params, opt_state, batch, k_loop, jnp.asarray(np.zeros(len(keys), np.int32)))
+    # the batch slot holds zeros of the sampler's shapes: step 0 always draws (step % resample_every == 0), so no
+    # first batch is drawn, and nothing is compiled for it (a C kernel's sampler, a host callback, would never be
+    # cached); the shapes come from tracing alone, the zeros from the host (jnp.asarray would compile a copy per shape)
+    shapes = jax.eval_shape(over_seeds(_sampler(problem, np.zeros((), np.int32)), problem.seed_map), tasks, keys)
+    batch = jax.tree.map(lambda s: jax.device_put(np.zeros(s.shape, s.dtype)), shapes)
+    state = TrainState(params, opt_state, batch, k_loop, jax.device_put(np.zeros(len(keys), np.int32)))
     if slot_lrs is not None:
         return state._replace(opt_state=set_learning_rates(state.opt_state, np.asarray(slot_lrs)))
     if lrs is None:
@@ -430,7 +432,7 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
         metrics = dict(sorted({**evaluate(state.params, tasks, tests), **metrics}.items()))
         done += length
         alive = log(done, metrics)
-        good_params = jax.tree.map(  # a diverged seed keeps its last finite parameters
+        good_params = state.params if alive.all() else jax.tree.map(  # a diverged seed keeps its last finite params
             lambda new, old: jnp.where(alive.reshape((-1,) + (1,) * (new.ndim - 1)), new, old),
             state.params, good_params)
         if snapshot is not None:
