@@ -64,7 +64,7 @@ def learning_rate(learning_rate: float | jax.Array) -> optax.GradientTransformat
     return optax.inject_hyperparams(optax.scale)(step_size=learning_rate)
 
 
-_INJECTED = type(learning_rate(1.0).init({}))  # optax's state of an injected hyperparameter
+_INJECTED = type(jax.eval_shape(learning_rate(1.0).init, {}))  # optax's injected-hyperparameter state (traced only)
 
 
 def is_learning_rate(state) -> bool:
