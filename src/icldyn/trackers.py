@@ -109,6 +109,17 @@ def _wandb(path: Path, summary, config, metrics, logdir: Path) -> Path:
 
     logdir.mkdir(parents=True, exist_ok=True)
     project = os.environ.get("WANDB_PROJECT", "icldyn")
+    try:
+        _wandb_runs(wandb, project, path, summary, config, metrics, logdir)
+    finally:
+        # run.finish() returns before W&B's service has closed the run's file (a test read one with no run record
+        # under load): unless the caller holds a run of their own, stop the service, which waits for every file
+        if wandb.run is None:
+            wandb.teardown()
+    return logdir
+
+
+def _wandb_runs(wandb, project: str, path: Path, summary, config, metrics, logdir: Path) -> None:
     for point, seed, hp, rows in _groups(summary, config, metrics):
         run = wandb.init(project=project, group=path.name, job_type=summary["experiment"], dir=str(logdir),
                          name=f"{path.name}/{_dirname(point)}/seed{seed}", config=hp)
@@ -123,4 +134,3 @@ def _wandb(path: Path, summary, config, metrics, logdir: Path) -> Path:
                                                                                     config.items()}})
         run.log({f"figures/{png.stem}": wandb.Image(str(png)) for png in figures})
         run.finish()
-    return logdir
