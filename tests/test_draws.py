@@ -31,3 +31,19 @@ def test_size_classes_draw_at_most_twice_up_to_coarse_and_a_quarter_more_above()
     assert (got >= sizes).all() and (got[small] < 2 * np.maximum(sizes[small], draws.SMALLEST)).all()
     assert all(c & (c - 1) == 0 for c in got[small].tolist()) and (got[large] <= 1.25 * sizes[large]).all()
     assert len(set(got[small])) == 13 and len(set(got[large])) == 4 * 4  # one per octave 2^8…2^20, four above
+
+
+def test_an_initialisation_compiled_to_run_once_has_the_default_levels_bits():
+    """``train.loop`` compiles a run's initialisation at XLA's CPU O1 (``loop._RUN_ONCE``, half the compile time of
+    its hashes): threefry, the normal and uniform transforms and the scales give the default level's bits."""
+    from icldyn.train import loop
+
+    def init(key):  # as the models draw: scaled normals and uniforms (a GPT's read-in), float32 and float64
+        k1, k2, k3 = jax.random.split(key, 3)
+        return (0.02 * draws.normal(k1, (4, 6), jnp.float32), draws.uniform(k2, (6,), jnp.float32, -0.4, 0.4),
+                1e-3 * draws.normal(k3, (5, 3), jnp.float64))
+
+    keys = jax.random.split(jax.random.PRNGKey(9), 2)  # vmapped over the seeds, as train.loop.init_states
+    default = jax.jit(jax.vmap(init))(keys)
+    once = jax.jit(jax.vmap(init), compiler_options=loop._RUN_ONCE)(keys)
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(default, once, strict=True))
