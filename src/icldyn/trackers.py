@@ -110,27 +110,23 @@ def _wandb(path: Path, summary, config, metrics, logdir: Path) -> Path:
     logdir.mkdir(parents=True, exist_ok=True)
     project = os.environ.get("WANDB_PROJECT", "icldyn")
     try:
-        _wandb_runs(wandb, project, path, summary, config, metrics, logdir)
+        for point, seed, hp, rows in _groups(summary, config, metrics):
+            run = wandb.init(project=project, group=path.name, job_type=summary["experiment"], dir=str(logdir),
+                             name=f"{path.name}/{_dirname(point)}/seed{seed}", config=hp)
+            for step, at in rows.groupby("step", sort=True):
+                run.log(dict(zip(at["metric"], at["value"].astype(float))), step=int(step))
+            run.summary.update({f"final/{m}": v for m, v in _finals(rows).items()})
+            run.finish()
+        figures = sorted((path / "figures").glob("*.png"))
+        if figures:
+            run = wandb.init(project=project, group=path.name, job_type=summary["experiment"], dir=str(logdir),
+                             name=f"{path.name}/figures", config={"run_id": path.name, **{k: _hparam(v) for k, v in
+                                                                                        config.items()}})
+            run.log({f"figures/{png.stem}": wandb.Image(str(png)) for png in figures})
+            run.finish()
     finally:
         # run.finish() returns before W&B's service has closed the run's file (a test read one with no run record
         # under load): unless the caller holds a run of their own, stop the service, which waits for every file
         if wandb.run is None:
             wandb.teardown()
     return logdir
-
-
-def _wandb_runs(wandb, project: str, path: Path, summary, config, metrics, logdir: Path) -> None:
-    for point, seed, hp, rows in _groups(summary, config, metrics):
-        run = wandb.init(project=project, group=path.name, job_type=summary["experiment"], dir=str(logdir),
-                         name=f"{path.name}/{_dirname(point)}/seed{seed}", config=hp)
-        for step, at in rows.groupby("step", sort=True):
-            run.log(dict(zip(at["metric"], at["value"].astype(float))), step=int(step))
-        run.summary.update({f"final/{m}": v for m, v in _finals(rows).items()})
-        run.finish()
-    figures = sorted((path / "figures").glob("*.png"))
-    if figures:
-        run = wandb.init(project=project, group=path.name, job_type=summary["experiment"], dir=str(logdir),
-                         name=f"{path.name}/figures", config={"run_id": path.name, **{k: _hparam(v) for k, v in
-                                                                                    config.items()}})
-        run.log({f"figures/{png.stem}": wandb.Image(str(png)) for png in figures})
-        run.finish()

@@ -202,7 +202,7 @@ def learning_rates(opt_state: PyTree) -> list[jax.Array]:
 
 # XLA's CPU backend at LLVM O1 without its expensive passes, for a program that runs once: an initialisation, whose
 # hashes (threefry, one per parameter drawn, vmapped over the seeds) take 0.5-1 s each to compile at the default
-# level and half of that here, the draws bit for bit the same (tested); a training step is compiled at the default
+# level and half of that here, the draws bit for bit the same (tested); a training step keeps the default level
 _RUN_ONCE = {"xla_backend_optimization_level": 1, "xla_llvm_disable_expensive_passes": True}
 
 
