@@ -44,7 +44,8 @@ def test_state_dict_loads_to_the_reference_predictions(precision):
         want = ref(xs, ys).numpy()
     params = gpt.from_state_dict(ref.state_dict(), jnp.dtype(precision))
     X, y = jnp.asarray(xs.numpy()), jnp.asarray(ys.numpy())
-    rel = lambda p: float(np.max(np.abs(np.asarray(gpt.predict(p, X, y, 2)) - want)) / np.max(np.abs(want)))  # noqa: E731
+    predict = jax.jit(gpt.predict, static_argnums=3)  # one program (eagerly ≈ 100, one an operation)
+    rel = lambda p: float(np.max(np.abs(np.asarray(predict(p, X, y, 2)) - want)) / np.max(np.abs(want)))  # noqa: E731
     assert rel(params) <= (1e-5 if precision == "float32" else 1e-12)
     # one block's weights transposed (its attention output projection, square): the predictions no longer agree
     broken = jax.tree.map(lambda a: a, params)
@@ -90,22 +91,26 @@ def test_curriculum_schedule():
 def test_zoo_closed_forms_and_prefix_causality():
     d, m = 4, 10
     cfg = fc.LinearRegression(d=d, n=m - 1)
-    P = fc.sample(cfg, jax.random.PRNGKey(0), 6000, dtype=jnp.float64)
-    V = fc.sample(cfg, jax.random.PRNGKey(1), 2000, dtype=jnp.float64)
+    P = jax.jit(lambda k: fc.sample(cfg, k, 6000, dtype=jnp.float64))(jax.random.PRNGKey(0))
+    V = jax.jit(lambda k: fc.sample(cfg, k, 2000, dtype=jnp.float64))(jax.random.PRNGKey(1))
     k = np.arange(m)
 
     def z(pred, law, sel):
         e = np.square(np.asarray(pred) - np.asarray(P.y)) / d
         return np.max(np.abs(e.mean(0) - law)[sel] / (e.std(0)[sel] / np.sqrt(len(e))))
 
-    assert z(zoo.least_squares(P.X, P.y), theory.least_squares_error(k, d), k < d) <= 4
-    assert float(np.max(np.abs(np.asarray(zoo.least_squares(P.X, P.y) - P.y))[:, d:])) <= 1e-8
-    assert z(zoo.averaging(P.X, P.y), theory.averaging_error(k, d), k >= 1) <= 4
+    # each algorithm jitted here (eagerly, least squares' batched pinv alone was dozens of one-operation programs)
+    ls, avg, nn = jax.jit(zoo.least_squares), jax.jit(zoo.averaging), jax.jit(zoo.nearest_neighbours)
+    LS = np.asarray(ls(P.X, P.y))
+    assert z(LS, theory.least_squares_error(k, d), k < d) <= 4
+    assert float(np.max(np.abs(LS - np.asarray(P.y))[:, d:])) <= 1e-8
+    assert z(avg(P.X, P.y), theory.averaging_error(k, d), k >= 1) <= 4
     eta = zoo.tuned_step(V.X, V.y, 1)
-    assert z(zoo.gradient_descent(P.X, P.y, eta, 1), theory.one_step_gd_error(k, d), k >= 1) <= 4
+    assert z(jax.jit(zoo.gradient_descent, static_argnums=3)(P.X, P.y, eta, 1), theory.one_step_gd_error(k, d),
+             k >= 1) <= 4
     # each prediction uses only the points before it: changing the last label moves no prediction
     y2 = P.y.at[:, -1].add(100.0)
-    for algo in (zoo.least_squares, zoo.averaging, zoo.nearest_neighbours, lambda X, y: zoo.ridge(X, y, 0.5)):
+    for algo in (ls, avg, nn, jax.jit(lambda X, y: zoo.ridge(X, y, 0.5))):
         assert np.allclose(algo(P.X[:50], y2[:50]), algo(P.X[:50], P.y[:50]))
     # ridge per prefix = the closed form on that prefix; 1-NN by hand
     X0, y0 = np.asarray(P.X[0]), np.asarray(P.y[0])

@@ -430,8 +430,8 @@ def train(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, keys: 
         if [np.shape(x) for x in restore["state"]] != [np.shape(x) for x in jax.tree.leaves(state)]:
             raise ValueError(f"the checkpoint holds {len(real)} seed slot(s) padded for another device count: resume "
                              "with the train.devices it was written with")
-        state = jax.tree.unflatten(jax.tree.structure(state), [jnp.asarray(x) for x in restore["state"]])
-        good_params = jax.tree.unflatten(jax.tree.structure(good_params), [jnp.asarray(x) for x in restore["good"]])
+        state = jax.tree.unflatten(jax.tree.structure(state), [jax.device_put(x) for x in restore["state"]])
+        good_params = jax.tree.unflatten(jax.tree.structure(good_params), [jax.device_put(x) for x in restore["good"]])
         history, done = restore["history"], restore["done"]
     else:
         log(0, evaluate(state.params, tasks, tests))  # step 0: held-out metrics only
