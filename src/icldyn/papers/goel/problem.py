@@ -100,7 +100,7 @@ def build(cfg: RunConfig) -> Setup:
         A, B = params["A"], params["B"]
         return {"excess_loss": theory.excess_loss(A, B, task.M, task.sigma),
                 "regulariser": theory.regulariser(A, B, task.sigma),
-                "p_distance": theory.project(A, B, task.M, task.sigma).distance}
+                "p_distance": theory.project_jit(A, B, task.M, task.sigma).distance}
 
     def opt(task: GoelTask):
         pre = precondition(task.sigma_hat_inv) if train_cfg.precondition else None

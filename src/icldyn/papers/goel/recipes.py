@@ -13,7 +13,6 @@ import functools
 import itertools
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 
 from icldyn.components.regression import make_regression_task
@@ -58,9 +57,6 @@ CONDITIONING_METHODS = (Method("algorithm 1", {}, ETAS),
                         Method("no preconditioner", {"train.precondition": False}, ETAS))
 
 
-_project = jax.jit(theory.project)
-
-
 def predicted_rate(pcfg: RunConfig, tasks: GoelTask, i: int, lr: float, params: dict) -> dict[str, float] | None:
     """Seed i's local rate of the P-distance from theory (:func:`icldyn.papers.goel.theory.local_rate`) at the point of
     S its run converges to (the projection of its final parameters: with P̂ that is close to the projection of
@@ -74,7 +70,7 @@ def predicted_rate(pcfg: RunConfig, tasks: GoelTask, i: int, lr: float, params: 
     A, B = (np.asarray(params[k][i], np.float64) for k in ("A", "B"))
     if not (np.isfinite(A).all() and np.isfinite(B).all()):  # a diverged slot has no limit point
         return None
-    J = _project(A, B, M, sigma).J
+    J = theory.project_jit(A, B, M, sigma).J
     r = theory.local_rate(M, sigma, lr, sigma_hat, J, t.precondition, t.regularizer)
     return {"mu": r.mu, "eta_best": r.eta_best, "mu_best": r.mu_best}
 

@@ -149,6 +149,11 @@ def project(A, B, M, sigma, iters: int = 30) -> Projection:
     return Projection(J, jnp.sqrt(jnp.maximum(dist2, 0.0)), grad_norm, hess_min)
 
 
+# :func:`project` jitted once: inside another program it is traced once per shape (a Newton loop over Hessians,
+# ≈ 0.4 s to trace) and shared by every run's evaluation, not traced again in each
+project_jit = jax.jit(project)
+
+
 def q_identity(A, B, M, sigma) -> jax.Array:
     """The right side of the paper's identity for the regularised loss (Theorem 1 (ii)), less L*:
     Q(θ) − L* = ⅛‖P^½(θΣθᵀ − 2 Sym(M))P^½‖²_F − ½‖MΣ^½‖²_F, P = blockdiag(I_p, Σ), Sym(M) = [[0, M], [Mᵀ, 0]]."""
