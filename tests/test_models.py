@@ -16,6 +16,12 @@ from icldyn.components.prompts import GaussianTask, sample_prompts
 D_, N_ = 4, 7
 
 
+def needs_kernel(D: int):
+    """Skipped where the kernel for token dimension D cannot be built, asked when the test runs, not at collection (a
+    build takes ≈ 3 s, and every worker collects every module)."""
+    return pytest.mark.skipif(f"not kernel.available({D})", reason="no C compiler: the kernel path is not built here")
+
+
 @functools.cache
 def _prompts(d: int):
     task = GaussianTask(jnp.eye(d), jnp.eye(d), jnp.eye(d), jnp.asarray(0.1))
@@ -36,7 +42,7 @@ def test_moment_form_equals_column_form(prompts, parameterization):
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.skipif(not kernel.available(6), reason="no C compiler: the kernel path is not built here")
+@needs_kernel(6)
 @pytest.mark.parametrize("d, parameterization, dtype, tol", [
     *((5, par, dtype, tol) for par in ("full", "sparse", "relaxed")
       for dtype, tol in ((jnp.float64, 1e-12), (jnp.float32, 2e-5))),
@@ -63,7 +69,7 @@ def test_effective_preconditioner_of_each_parameterisation():
     np.testing.assert_array_equal(m.B(params), params["B"][:, 0])
 
 
-@pytest.mark.skipif(not kernel.available(4), reason="no C compiler: the kernel path is not built here")
+@needs_kernel(4)
 def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
     from icldyn.components.prompts import PromptsData, make_task
 
@@ -82,7 +88,7 @@ def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.skipif(not kernel.available(6), reason="no C compiler: the kernel path is not built here")
+@needs_kernel(6)
 def test_loading_the_kernel_leaves_subnormals_alone():
     """A fast-math link would set flush-to-zero for the whole process (crtfastmath.o)."""
     P = np.zeros((1, 1, 6, 6), np.float32)
@@ -92,7 +98,7 @@ def test_loading_the_kernel_leaves_subnormals_alone():
     assert tiny > 0 and np.float64(5e-324) > 0
 
 
-@pytest.mark.skipif(not kernel.available(6), reason="no C compiler: the kernel path is not built here")
+@needs_kernel(6)
 def test_kernel_copies_of_a_seed_share_its_batch():
     """Parameters with a leading copy axis (several learning rates) against one batch per seed: the kernel
     loops over the copies instead of copying the batch, with each copy's exact result."""
@@ -106,7 +112,7 @@ def test_kernel_copies_of_a_seed_share_its_batch():
         np.testing.assert_array_equal(out[j], np.stack([r[j] for r in ref]))
 
 
-@pytest.mark.skipif(not kernel.available(6), reason="no C compiler: the kernel path is not built here")
+@needs_kernel(6)
 def test_pure_jax_sampler_draws_the_kernels_prompts():
     """The same key gives the same prompts on every path: the jax.numpy Philox4x32-10 + Box–Muller twin against
     the C sampler, to float64 rounding, and a law check (each normal standard, ≈ 0 correlation)."""
@@ -126,7 +132,7 @@ def test_pure_jax_sampler_draws_the_kernels_prompts():
     assert abs(g.mean()) < 0.02 and abs(g.std() - 1) < 0.02 and abs(np.corrcoef(g.T)[0, 1:]).max() < 0.05
 
 
-@pytest.mark.skipif(not kernel.available(D_ + 1), reason="no C compiler: the kernel path is not built here")
+@needs_kernel(D_ + 1)
 @pytest.mark.parametrize("activation", kernel.ACTIVATIONS)
 def test_column_kernel_loss_and_gradient_equal_autodiff(prompts, activation):
     """The fused column kernel (any activation) against autodiff of the JAX column form, float64, 2 heads, 3 layers,
@@ -155,7 +161,7 @@ def _overcommit() -> str:
     return path.read_text().strip() if path.exists() else "unknown"
 
 
-@pytest.mark.skipif(not kernel.available(D_ + 1), reason="no C compiler: the kernel path is not built here")
+@needs_kernel(D_ + 1)
 @pytest.mark.skipif(_overcommit() not in ("0", "2"), reason="this OS may grant the allocation and then run out")
 def test_a_kernel_refused_its_scratch_memory_says_so_in_one_line():
     """Prompts of 40 000 tokens ask the column kernel for two n × n attention blocks per thread (≥ 2 × 51 GB), more
