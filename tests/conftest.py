@@ -70,7 +70,7 @@ def assert_claims(claims, needles):
     assert not missing, missing
 
 
-# The suite's smallest quickstart (2 seeds, 40 steps, batch 64, 256 held-out prompts): one CLI run per worker, shared
+# The suite's smallest quickstart (2 seeds, 40 steps, batch 64, 256 held-out prompts): one CLI run for the suite, shared
 # by the tests that only read a finished run (tests/test_cli.py checks the run-directory contract on it).
 TINY = {"seeds": 2, "train": {"steps": 40, "log_every": 20, "batch": 64}, "data": {"test_size": 256}}
 TINY_SETS = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", "train.batch=64",
@@ -78,12 +78,24 @@ TINY_SETS = ["--set", "train.steps=40", "--set", "train.log_every=20", "--set", 
 
 
 @pytest.fixture(scope="session")
-def tiny_store(tmp_path_factory):
+def tiny_store(tmp_path_factory, worker_id):
+    """The store of that run, made once for the whole suite: under pytest-xdist in the workers' shared temporary
+    folder by the first worker to ask (an flock; the others wait, then read it: the tests only read it or copy it)."""
+    import fcntl
+
     from typer.testing import CliRunner
 
     from icldyn.cli import app
 
-    root = tmp_path_factory.mktemp("tiny")
-    res = CliRunner().invoke(app, ["run", "quickstart", "--out", str(root), *TINY_SETS])
-    assert res.exit_code == 0, res.output
+    if worker_id == "master":
+        base = tmp_path_factory.mktemp("tiny-store")
+    else:
+        base = tmp_path_factory.getbasetemp().parent  # shared by the workers of this session
+    root = base / "tiny"
+    with open(base / "tiny.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (base / "tiny.done").is_file():
+            res = CliRunner().invoke(app, ["run", "quickstart", "--out", str(root), *TINY_SETS])
+            assert res.exit_code == 0, res.output
+            (base / "tiny.done").touch()
     return root

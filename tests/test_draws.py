@@ -34,9 +34,10 @@ def test_size_classes_draw_at_most_twice_up_to_coarse_and_a_quarter_more_above()
 
 
 def test_an_initialisation_compiled_to_run_once_has_the_default_levels_bits():
-    """``train.loop`` compiles a run's initialisation at XLA's CPU O1 (``loop._RUN_ONCE``, half the compile time of
-    its hashes): threefry, the normal and uniform transforms and the scales give the default level's bits."""
-    from icldyn.train import loop
+    """``runtime.jit_once`` (a run's initialisation, a test's reference draw) compiles at XLA's CPU O1
+    (``runtime.RUN_ONCE``, half the compile time of its hashes): threefry, the normal and uniform transforms and the
+    scales give the default level's bits; inside a trace it is a plain nested program."""
+    from icldyn.runtime import jit_once
 
     def init(key):  # as the models draw: scaled normals and uniforms (a GPT's read-in), float32 and float64
         k1, k2, k3 = jax.random.split(key, 3)
@@ -45,5 +46,7 @@ def test_an_initialisation_compiled_to_run_once_has_the_default_levels_bits():
 
     keys = jax.random.split(jax.random.PRNGKey(9), 2)  # vmapped over the seeds, as train.loop.init_states
     default = jax.jit(jax.vmap(init))(keys)
-    once = jax.jit(jax.vmap(init), compiler_options=loop._RUN_ONCE)(keys)
+    once = jit_once(jax.vmap(init))(keys)
     assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(default, once, strict=True))
+    nested = jax.jit(jax.vmap(jit_once(init)))(keys)
+    assert all(np.array_equal(a, b) for a, b in zip(default, nested, strict=True))

@@ -11,6 +11,7 @@ from icldyn.components import function_classes as fc
 from icldyn.components import gpt, zoo
 from icldyn.papers.garg import claims as garg_claims
 from icldyn.papers.garg import theory
+from icldyn.runtime import jit_once
 
 torch = pytest.importorskip("torch")  # the test extra installs torch (CPU) and transformers
 transformers = pytest.importorskip("transformers")
@@ -44,7 +45,7 @@ def test_state_dict_loads_to_the_reference_predictions(precision):
         want = ref(xs, ys).numpy()
     params = gpt.from_state_dict(ref.state_dict(), jnp.dtype(precision))
     X, y = jnp.asarray(xs.numpy()), jnp.asarray(ys.numpy())
-    predict = jax.jit(gpt.predict, static_argnums=3)  # one program (eagerly ≈ 100, one an operation)
+    predict = jit_once(gpt.predict, static_argnums=3)  # one program (eagerly ≈ 100, one an operation)
     rel = lambda p: float(np.max(np.abs(np.asarray(predict(p, X, y, 2)) - want)) / np.max(np.abs(want)))  # noqa: E731
     assert rel(params) <= (1e-5 if precision == "float32" else 1e-12)
     # one block's weights transposed (its attention output projection, square): the predictions no longer agree
@@ -69,7 +70,7 @@ def _classes(d=6, n=7):
 def test_function_classes_second_moments_and_structure():
     key = jax.random.PRNGKey(3)
     for cfg in _classes():
-        P = jax.jit(lambda k, cfg=cfg: fc.sample(cfg, k, 1000, dtype=jnp.float64))(key)
+        P = jit_once(lambda k, cfg=cfg: fc.sample(cfg, k, 1000, dtype=jnp.float64))(key)
         y2 = np.asarray(P.y) ** 2
         se = y2.std() / np.sqrt(y2.size / 8)  # prompts share f: ~8 points' worth of independent draws per prompt
         assert abs(y2.mean() - fc.second_moment(cfg)) <= 4 * se + 1e-9, (cfg.kind, y2.mean(), fc.second_moment(cfg))
@@ -91,8 +92,8 @@ def test_curriculum_schedule():
 def test_zoo_closed_forms_and_prefix_causality():
     d, m = 4, 10
     cfg = fc.LinearRegression(d=d, n=m - 1)
-    P = jax.jit(lambda k: fc.sample(cfg, k, 6000, dtype=jnp.float64))(jax.random.PRNGKey(0))
-    V = jax.jit(lambda k: fc.sample(cfg, k, 2000, dtype=jnp.float64))(jax.random.PRNGKey(1))
+    P = jit_once(lambda k: fc.sample(cfg, k, 6000, dtype=jnp.float64))(jax.random.PRNGKey(0))
+    V = jit_once(lambda k: fc.sample(cfg, k, 2000, dtype=jnp.float64))(jax.random.PRNGKey(1))
     k = np.arange(m)
 
     def z(pred, law, sel):

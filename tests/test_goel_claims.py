@@ -1,7 +1,6 @@
 """Goel et al.'s manifold claims (issue #16): the exact P-projection against a brute-force search, and every new
 verify claim failing when the quantity it checks is perturbed (a claim that cannot fail checks nothing)."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -42,7 +41,7 @@ def _brute_distance(A, B, M, sigma, starts: int = 12) -> float:
 
 @pytest.mark.parametrize("kappa", [1.0, 10.0, 100.0])
 def test_projection_matches_brute_force_off_the_manifold(kappa):
-    project = jax.jit(theory.project)
+    project = theory.project_jit
     for seed, scale in ((0, 0.5), (1, 2.0)):
         task = C._goel_law(3, 4, kappa, noise_std=0.0, seed=seed)
         _, (A, B) = C._theta_off(task, scale, seed + 7)

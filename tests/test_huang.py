@@ -79,6 +79,7 @@ def test_sampled_counts_gradient_is_the_population_gradient_in_expectation():
     import jax.numpy as jnp
 
     from icldyn.papers.huang.problem import build
+    from icldyn.runtime import jit_once
 
     cfg = get("huang-balanced-large-n").config({"data": {"n": 9, "features": 3, "d": 3, "p_dominant": 0.5},
                                                  "train": {"batch": 256}}, quick=True)
@@ -89,7 +90,7 @@ def test_sampled_counts_gradient_is_the_population_gradient_in_expectation():
     cs, exact = huang.count_set(p, 9)
     grad = jax.jit(jax.grad(setup.problem.loss))
     want = np.asarray(grad(s, (jnp.asarray(cs.counts), jnp.asarray(cs.weights), jnp.asarray(p)))["s"])
-    batches = jax.jit(jax.vmap(lambda k: setup.problem.sample(task, k)))(jax.random.split(jax.random.PRNGKey(1), 200))
+    batches = jit_once(jax.vmap(lambda k: setup.problem.sample(task, k)))(jax.random.split(jax.random.PRNGKey(1), 200))
     assert batches[0].shape == (200, 256, K) and np.all(np.asarray(batches[0]).sum(-1) == 9)
 
     def z(batches):
@@ -97,7 +98,7 @@ def test_sampled_counts_gradient_is_the_population_gradient_in_expectation():
         return np.max(np.abs(g.mean(0) - want) / (g.std(0, ddof=1) / np.sqrt(len(g)) + 1e-300))
 
     assert exact and p[0] > 1.5 * p[1] and z(batches) < 4.0
-    uniform = jax.jit(jax.vmap(lambda k: jax.random.multinomial(k, 9, jnp.full((256, K), 1 / K), dtype=jnp.float64)))(
+    uniform = jit_once(jax.vmap(lambda k: jax.random.multinomial(k, 9, jnp.full((256, K), 1 / K), dtype=jnp.float64)))(
         jax.random.split(jax.random.PRNGKey(1), 200))
     assert z((uniform, *batches[1:])) > 10.0
 

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from icldyn.runtime import jit_once
 from icldyn.train.optimizers import is_learning_rate
 
 PyTree = Any
@@ -200,19 +201,6 @@ def learning_rates(opt_state: PyTree) -> list[jax.Array]:
     return [n.hyperparams["step_size"] for n in nodes if is_learning_rate(n)]
 
 
-# XLA's CPU backend at LLVM O1 without its expensive passes, for a program that runs once: an initialisation, whose
-# hashes (threefry, one per parameter drawn, vmapped over the seeds) take 0.5-1 s each to compile at the default
-# level and half of that here, the draws bit for bit the same (tested); a training step keeps the default level
-_RUN_ONCE = {"xla_backend_optimization_level": 1, "xla_llvm_disable_expensive_passes": True}
-
-
-def _run_once_options(args: PyTree) -> dict[str, Any] | None:
-    """XLA options for a program that runs once (:data:`_RUN_ONCE`) on a CPU; the defaults elsewhere, and inside a
-    trace (a leaf of ``args`` a tracer: JAX takes options only for the outermost program)."""
-    traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(args))
-    return _RUN_ONCE if jax.default_backend() == "cpu" and not traced else None
-
-
 def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array,
                 lrs: list[float] | None = None, slot_lrs: list[float] | None = None,
                 init_keys: jax.Array | None = None) -> TrainState:
@@ -226,8 +214,7 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
         return params, _opt_for(opt, task).init(params), k_loop
 
     args = (tasks, keys, keys if init_keys is None else init_keys)
-    params, opt_state, k_loop = jax.jit(over_seeds(init, problem.seed_map), compiler_options=_run_once_options(args))(
-        *args)
+    params, opt_state, k_loop = jit_once(over_seeds(init, problem.seed_map))(*args)  # it runs once
     # the batch slot holds zeros of the sampler's shapes: step 0 always draws (step % resample_every == 0), so no
     # first batch is drawn, and nothing is compiled for it (a C kernel's sampler, a host callback, would never be
     # cached); the shapes come from tracing alone, the zeros from the host (jnp.asarray would compile a copy per shape)
