@@ -91,11 +91,15 @@ def tiny_store(tmp_path_factory, worker_id):
         base = tmp_path_factory.mktemp("tiny-store")
     else:
         base = tmp_path_factory.getbasetemp().parent  # shared by the workers of this session
-    root = base / "tiny"
+    root, failed = base / "tiny", base / "tiny.failed"
     with open(base / "tiny.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.is_file():  # not run again into the same store: the first worker's output, once more
+            pytest.fail(f"the suite's tiny quickstart failed in another worker:\n{failed.read_text()}")
         if not (base / "tiny.done").is_file():
             res = CliRunner().invoke(app, ["run", "quickstart", "--out", str(root), *TINY_SETS])
+            if res.exit_code != 0:
+                failed.write_text(res.output)
             assert res.exit_code == 0, res.output
             (base / "tiny.done").touch()
     return root

@@ -50,3 +50,5 @@ def test_an_initialisation_compiled_to_run_once_has_the_default_levels_bits():
     assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(default, once, strict=True))
     nested = jax.jit(jax.vmap(jit_once(init)))(keys)
     assert all(np.array_equal(a, b) for a, b in zip(default, nested, strict=True))
+    closed = jax.jit(lambda: jit_once(init)(jax.random.PRNGKey(9)))()  # inside a trace, concrete arguments only
+    assert all(np.array_equal(a, b) for a, b in zip(jax.jit(init)(jax.random.PRNGKey(9)), closed, strict=True))

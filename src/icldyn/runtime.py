@@ -129,14 +129,22 @@ RUN_ONCE = {"xla_backend_optimization_level": 1, "xla_llvm_disable_expensive_pas
 
 def jit_once(fn, **jit_kwargs):
     """``jax.jit(fn, **jit_kwargs)`` for a program that runs once: compiled at :data:`RUN_ONCE` on a CPU, at the
-    defaults on another backend and when called inside a trace (an argument a tracer: JAX takes compiler options for
-    the outermost program only)."""
+    defaults on another backend and when called inside a trace (JAX takes compiler options for the outermost program
+    only: an argument a tracer, or a trace with concrete arguments alone, which JAX refuses in one ValueError before
+    anything runs). ``jit_kwargs``: ``jax.jit``'s other arguments (the compiler options are this helper's)."""
     once, plain = jax.jit(fn, compiler_options=RUN_ONCE, **jit_kwargs), jax.jit(fn, **jit_kwargs)
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs)))
-        return (plain if traced or jax.default_backend() != "cpu" else once)(*args, **kwargs)
+        if traced or jax.default_backend() != "cpu":
+            return plain(*args, **kwargs)
+        try:
+            return once(*args, **kwargs)
+        except ValueError as err:
+            if "compiler_options" not in str(err):
+                raise
+            return plain(*args, **kwargs)
 
     return call
 
