@@ -127,19 +127,26 @@ def noise_stats(norms: np.ndarray) -> dict[str, float]:
             "hill_tail_index": hill(norms, int(np.sqrt(len(norms)))), "kurtosis": float(stats.kurtosis(norms))}
 
 
-def gradient_noise(cfg: RunConfig, params, key: jax.Array, samples: int, chunk: int = 100):
-    """‖g_B − ∇f‖ for ``samples`` minibatch gradients g_B at ``params`` (batch ``cfg.train.batch``), ∇f estimated
-    on 100 batches as the notebook does, and the same norms for Gaussian noise with the minibatch gradients'
-    covariance (the fit the paper compares with)."""
+def noise_programs(cfg: RunConfig):
+    """The two programs of :func:`gradient_noise` for ``cfg``, the parameters an argument: built once per grid point,
+    a point's seeds share them (the kernel's callback keeps them out of the persistent compilation cache)."""
     model = model_of(cfg)
     flat = lambda g: jnp.concatenate([x.ravel() for x in jax.tree.leaves(g)])  # noqa: E731
     dtype = jnp.dtype(cfg.train.dtype)
-    grad = jax.jit(lambda k, b: flat(jax.grad(model.loss)(params, model.prepare(data.sample(cfg.data, k, b, dtype)))),
-                   static_argnums=1)
+    grad = jax.jit(lambda params, k, b: flat(jax.grad(model.loss)(params, model.prepare(data.sample(cfg.data, k, b,
+                                                                                                      dtype)))),
+                   static_argnums=2)
+    return grad, jax.jit(jax.vmap(lambda params, k: grad(params, k, cfg.train.batch), in_axes=(None, 0)))
+
+
+def gradient_noise(cfg: RunConfig, params, key: jax.Array, samples: int, chunk: int = 100, programs=None):
+    """‖g_B − ∇f‖ for ``samples`` minibatch gradients g_B at ``params`` (batch ``cfg.train.batch``), ∇f estimated
+    on 100 batches as the notebook does, and the same norms for Gaussian noise with the minibatch gradients'
+    covariance (the fit the paper compares with). ``programs``: :func:`noise_programs` of ``cfg``."""
+    grad, many = programs or noise_programs(cfg)
     k_full, k_noise, k_gauss = jax.random.split(key, 3)
-    full = grad(k_full, 100 * cfg.train.batch)
-    many = jax.jit(jax.vmap(lambda k: grad(k, cfg.train.batch)))
-    G = np.concatenate([np.asarray(many(ks)) for ks in
+    full = grad(params, k_full, 100 * cfg.train.batch)
+    G = np.concatenate([np.asarray(many(params, ks)) for ks in
                         np.array_split(np.asarray(jax.random.split(k_noise, samples)), max(samples // chunk, 1))])
     noise = G - np.asarray(full)
     centred = noise - noise.mean(0)
@@ -162,11 +169,12 @@ def noise_run(cfg: RunConfig, rd: RunDir, reporter: Reporter) -> Trained:
         pcfg = with_overrides(cfg, over)
         seeds = list(range(pcfg.seed, pcfg.seed + pcfg.seeds))
         tick = reporter.start(label or cfg.experiment, len(seeds))
-        model = model_of(pcfg)
+        model, programs = model_of(pcfg), noise_programs(pcfg)
         all_norms, all_gauss, per_seed = [], [], []
         for j, seed in enumerate(seeds):
             params = model.init(key=jax.random.fold_in(jax.random.PRNGKey(seed), 0), dtype=jnp.dtype(pcfg.train.dtype))
-            norms, gauss = gradient_noise(pcfg, params, jax.random.fold_in(jax.random.PRNGKey(seed), 1), samples)
+            norms, gauss = gradient_noise(pcfg, params, jax.random.fold_in(jax.random.PRNGKey(seed), 1), samples,
+                                          programs=programs)
             tick(j + 1, {})
             all_norms.append(norms)
             all_gauss.append(gauss)
