@@ -13,30 +13,37 @@ from icldyn.papers.garg import claims as garg_claims
 from icldyn.papers.garg import theory
 from icldyn.runtime import jit_once
 
-torch = pytest.importorskip("torch")  # the test extra installs torch (CPU) and transformers
-transformers = pytest.importorskip("transformers")
 
+def _reference():
+    """Garg et al.'s model on PyTorch (imported here, not at collection: only this file's parity test needs it, and
+    each xdist worker collects every module)."""
+    torch = pytest.importorskip("torch")  # the test extra installs torch (CPU) and transformers
+    transformers = pytest.importorskip("transformers")
 
-class Reference(torch.nn.Module):
-    """Garg et al.'s ``TransformerModel`` (src/models.py) as their code builds it: GPT2Model between two Linears."""
+    class Reference(torch.nn.Module):
+        """Garg et al.'s ``TransformerModel`` (src/models.py) as their code builds it: GPT2Model between two
+        Linears."""
 
-    def __init__(self, d, points, E, L, H):
-        super().__init__()
-        conf = transformers.GPT2Config(n_positions=2 * points, n_embd=E, n_layer=L, n_head=H, resid_pdrop=0.0,
-                                       embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
-        self._read_in = torch.nn.Linear(d, E)
-        self._backbone = transformers.GPT2Model(conf)
-        self._read_out = torch.nn.Linear(E, 1)
+        def __init__(self, d, points, E, L, H):
+            super().__init__()
+            conf = transformers.GPT2Config(n_positions=2 * points, n_embd=E, n_layer=L, n_head=H, resid_pdrop=0.0,
+                                           embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+            self._read_in = torch.nn.Linear(d, E)
+            self._backbone = transformers.GPT2Model(conf)
+            self._read_out = torch.nn.Linear(E, 1)
 
-    def forward(self, xs, ys):
-        b, k, d = xs.shape
-        wide = torch.cat((ys.view(b, k, 1), torch.zeros(b, k, d - 1, dtype=xs.dtype)), dim=2)
-        zs = torch.stack((xs, wide), dim=2).view(b, 2 * k, d)
-        return self._read_out(self._backbone(inputs_embeds=self._read_in(zs)).last_hidden_state)[:, ::2, 0]
+        def forward(self, xs, ys):
+            b, k, d = xs.shape
+            wide = torch.cat((ys.view(b, k, 1), torch.zeros(b, k, d - 1, dtype=xs.dtype)), dim=2)
+            zs = torch.stack((xs, wide), dim=2).view(b, 2 * k, d)
+            return self._read_out(self._backbone(inputs_embeds=self._read_in(zs)).last_hidden_state)[:, ::2, 0]
+
+    return torch, Reference
 
 
 @pytest.mark.parametrize("precision", ["float32", "float64"])
 def test_state_dict_loads_to_the_reference_predictions(precision):
+    torch, Reference = _reference()
     torch.manual_seed(0)
     tdt = getattr(torch, precision)
     ref = Reference(5, 11, 64, 3, 2).to(tdt).eval()
