@@ -133,9 +133,11 @@ def noise_programs(cfg: RunConfig):
     model = model_of(cfg)
     flat = lambda g: jnp.concatenate([x.ravel() for x in jax.tree.leaves(g)])  # noqa: E731
     dtype = jnp.dtype(cfg.train.dtype)
-    grad = jax.jit(lambda params, k, b: flat(jax.grad(model.loss)(params, model.prepare(data.sample(cfg.data, k, b,
-                                                                                                      dtype)))),
-                   static_argnums=2)
+
+    def minibatch_gradient(params, k, b):
+        return flat(jax.grad(model.loss)(params, model.prepare(data.sample(cfg.data, k, b, dtype))))
+
+    grad = jax.jit(minibatch_gradient, static_argnums=2)
     return grad, jax.jit(jax.vmap(lambda params, k: grad(params, k, cfg.train.batch), in_axes=(None, 0)))
 
 
