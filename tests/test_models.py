@@ -83,33 +83,34 @@ def test_kernel_sampler_draws_the_same_law_as_the_jax_sampler():
         se = np.sqrt(feats[0].var(0) / b + feats[1].var(0) / b)
         assert np.all(np.abs(feats[0].mean(0) - feats[1].mean(0)) <= 4.5 * se + 1e-12)
     # thread count does not change the draws (counter-based Philox)
-    args = (np.asarray(task.sigma_sqrt), np.asarray(task.w_sqrt), 0.5, np.array([7, 8]), 300, n)
-    for x, y in zip(kernel.sample_moments_np(*args, 1), kernel.sample_moments_np(*args, 2)):
+    one, two = (kernel.sample_moments(task, jax.random.PRNGKey(7), 300, n, threads) for threads in (1, 2))
+    for x, y in zip(one, two):
         np.testing.assert_array_equal(x, y)
 
 
 @needs_kernel(6)
 def test_loading_the_kernel_leaves_subnormals_alone():
     """A fast-math link would set flush-to-zero for the whole process (crtfastmath.o)."""
-    P = np.zeros((1, 1, 6, 6), np.float32)
-    S, zq, y = np.zeros((4, 6, 6), np.float32), np.zeros((4, 6), np.float32), np.ones(4, np.float32)
-    kernel.value_and_grad_np(P, P, S, zq, y)
+    P = jnp.zeros((1, 1, 6, 6), jnp.float32)
+    S, zq, y = jnp.zeros((4, 6, 6), jnp.float32), jnp.zeros((4, 6), jnp.float32), jnp.ones(4, jnp.float32)
+    kernel.loss(P, P, S, zq, y).block_until_ready()
     tiny = np.float32(1e-38) * np.float32(1e-3)  # a float32 subnormal
     assert tiny > 0 and np.float64(5e-324) > 0
 
 
 @needs_kernel(6)
 def test_kernel_copies_of_a_seed_share_its_batch():
-    """Parameters with a leading copy axis (several learning rates) against one batch per seed: the kernel
-    loops over the copies instead of copying the batch, with each copy's exact result."""
+    """Parameters with a leading copy axis (several learning rates) against one batch per seed, as ``vmap`` hands
+    them over (the batch's copy axis of size 1): every copy reads its seed's batch in place, with its exact result."""
     rng = np.random.default_rng(0)
     G, S, B, D = 3, 2, 50, 6
     P, Q = (0.1 * rng.normal(size=(G, S, 2, 1, D, D)).astype(np.float32) for _ in range(2))
-    Sm, zq, y = (rng.normal(size=(1, S, B) + core).astype(np.float32) for core in ((D, D), (D,), ()))
-    out = kernel.value_and_grad_np(P, Q, Sm, zq, y)
-    ref = [kernel.value_and_grad_np(P[g], Q[g], Sm[0], zq[0], y[0]) for g in range(G)]
-    for j in range(3):
-        np.testing.assert_array_equal(out[j], np.stack([r[j] for r in ref]))
+    Sm, zq, y = (rng.normal(size=(S, B) + core).astype(np.float32) for core in ((D, D), (D,), ()))
+    step = jax.value_and_grad(kernel.loss, (0, 1))
+    out = jax.jit(jax.vmap(jax.vmap(step), in_axes=(0, 0, None, None, None)))(P, Q, Sm, zq, y)
+    ref = [jax.jit(jax.vmap(step))(P[g], Q[g], Sm, zq, y) for g in range(G)]
+    for got, want in zip(jax.tree.leaves(out), zip(*(jax.tree.leaves(r) for r in ref))):
+        np.testing.assert_array_equal(got, np.stack(want))
 
 
 @needs_kernel(6)
@@ -166,10 +167,12 @@ def _overcommit() -> str:
 def test_a_kernel_refused_its_scratch_memory_says_so_in_one_line():
     """Prompts of 40 000 tokens ask the column kernel for two n × n attention blocks per thread (≥ 2 × 51 GB), more
     than RAM + swap here: the kernel frees what it took and returns code 2, raised as one line (before: the NULL
-    from aligned_alloc was written to)."""
-    P = np.zeros((1, 1, D_ + 1, D_ + 1))
-    with pytest.raises(RuntimeError, match=r"^attention kernel failed: out of memory for its scratch buffers$"):
-        kernel.attn_value_and_grad_np(P, P, np.zeros((1, D_ + 1, 40_000)), np.zeros(1), "softmax")
+    from aligned_alloc was written to), XLA's error code before it (and JAX's note on its traceback after it)."""
+    P = jnp.zeros((1, 1, D_ + 1, D_ + 1))
+    with pytest.raises(RuntimeError) as err:
+        kernel.attn_loss(P, P, jnp.zeros((1, D_ + 1, 40_000)), jnp.zeros(1), "softmax").block_until_ready()
+    assert str(err.value).splitlines()[0] == "RESOURCE_EXHAUSTED: attention kernel failed: out of memory for its " \
+                                             "scratch buffers"
 
 
 def _reference_attention(P, Q, Z, activation):

@@ -168,12 +168,6 @@ class ModelSection(Section):
         report). Raise ConfigError where an explicit setting cannot be honoured here."""
         return {}
 
-    def max_devices(self, cfg: RunConfig) -> int | None:
-        """The most local devices one training program of ``cfg`` may be split over (``train.devices``); None: any.
-        A model whose step calls a host kernel (``jax.pure_callback``) says 1: on XLA's CPU client, callbacks of two
-        devices at once exhaust its thread pool on a 2-core machine and hang (measured)."""
-        return None
-
     def predictor(self, cfg: RunConfig) -> Predict | None:
         """The trained model as a function of prompts (:class:`Predict`), for evaluations that read a run's
         parameters (``icldyn eval``'s shifted prompts, agreement with algorithms); None: this model has none."""

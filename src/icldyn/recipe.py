@@ -348,7 +348,7 @@ def train_point(targets: list[tuple[RunDir, str, list[int]]], cfg: RunConfig, pr
                              max_loss=cfg.train.max_loss, diverge_after=cfg.train.diverge_after, on_chunk=on_chunk, snapshot=snapshot, restore=restored,
                              lrs=lrs, slot_lrs=slot_lrs, losses=losses,
                              dtype=cfg.train.dtype, init_keys=init_keys,
-                             devices=local_devices(cfg.train.devices, cfg.model.max_devices(cfg)))
+                             devices=local_devices(cfg.train.devices))
     finally:  # Ctrl-C or an error keeps every logged row
         flush()
     return [take_slots(params, hist, r) for r in rows]

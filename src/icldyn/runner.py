@@ -67,7 +67,7 @@ def execution(exp: Recipe, cfg: RunConfig) -> dict[str, Any]:
     summary.json. Every grid point is checked: a setting this machine cannot honour raises ConfigError before any
     work."""
     try:
-        n = min(local_devices(p.train.devices, p.model.max_devices(p)) for _, p in points(exp, cfg))
+        n = min(local_devices(p.train.devices) for _, p in points(exp, cfg))
     except ValueError as err:
         raise ConfigError(str(err)) from None
     out: dict[str, Any] = {"backend": jax.default_backend(), "devices": n,
@@ -78,10 +78,6 @@ def execution(exp: Recipe, cfg: RunConfig) -> dict[str, Any]:
         out.update(per[0])
         if any(p != per[0] for p in per):
             out["points"] = per
-    if n < jax.local_device_count() and cfg.train.devices == "all":  # said, never silent: a host kernel's limit
-        why = (f"{n} of {jax.local_device_count()} local devices: the step calls a host kernel, which runs on one "
-               "device (the model's pure-JAX path, e.g. model.forward = moments and data.sampler = jax, uses all)")
-        out["note"] = f"{out['note']}; {why}" if out.get("note") else why
     return out
 
 

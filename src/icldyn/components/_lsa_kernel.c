@@ -18,6 +18,7 @@
  * this file into itself.
  */
 #ifndef LSA_TYPED /* ============================ shared part ============================ */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -128,6 +129,159 @@ DEFINE_BOXMULLER(boxmuller_f64, double, log, cos, sqrt)
 #undef VEC
 #undef FN
 #undef EXP
+
+/* ============================ XLA FFI handlers ============================
+ * The three kernels as XLA custom calls (lsa_kernel.py calls them with jax.ffi.ffi_call): XLA hands over its
+ * buffers and the kernel runs on XLA's own thread, with no Python, no GIL and no copy in between, and a program
+ * that calls one is an ordinary XLA program, kept in JAX's persistent compilation cache like any other. Written
+ * against XLA's C API (xla/ffi/api/c_api.h, shipped with jaxlib), so that this file stays C. The leading (seed)
+ * axes of the arguments broadcast as in NumPy; an argument of size 1 on a seed axis (vmap_method="expand_dims")
+ * is read by every seed along it, without a copy. */
+#include "xla/ffi/api/c_api.h"
+
+static XLA_FFI_Error *ffi_error(const XLA_FFI_CallFrame *cf, XLA_FFI_Error_Code code, const char *msg) {
+    XLA_FFI_Error_Create_Args a = {XLA_FFI_Error_Create_Args_STRUCT_SIZE, NULL, msg, code};
+    return cf->api->XLA_FFI_Error_Create(&a);
+}
+
+/* A kernel's non-zero return code in words (1: shapes it was not built for; 2: its scratch memory refused). */
+static XLA_FFI_Error *ffi_failed(const XLA_FFI_CallFrame *cf, const char *what, int rc, const char *shapes) {
+    char msg[160];
+    if (rc == 2) snprintf(msg, sizeof msg, "%s failed: out of memory for its scratch buffers", what);
+    else snprintf(msg, sizeof msg, "%s failed: code %d; %s", what, rc, shapes);
+    return ffi_error(cf, rc == 2 ? XLA_FFI_Error_Code_RESOURCE_EXHAUSTED : XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+}
+
+/* A call that only asks which FFI version the handler was built against: answered, returns 1. */
+static int ffi_metadata(XLA_FFI_CallFrame *cf) {
+    XLA_FFI_Extension_Base *ext = cf->extension_start;
+    if (!ext || ext->type != XLA_FFI_Extension_Metadata) return 0;
+    XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)ext)->metadata;
+    m->api_version = (XLA_FFI_Api_Version){XLA_FFI_Api_Version_STRUCT_SIZE, NULL, XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR};
+    m->traits = 0;
+    return 1;
+}
+
+/* The attribute `name` of type `type` (attributes come sorted by name), or NULL. */
+static const void *ffi_attr(const XLA_FFI_CallFrame *cf, const char *name, XLA_FFI_AttrType type) {
+    const size_t len = strlen(name);
+    for (int64_t k = 0; k < cf->attrs.size; k++) {
+        const XLA_FFI_ByteSpan *s = cf->attrs.names[k];
+        if (cf->attrs.types[k] == type && s->len == len && !memcmp(s->ptr, name, len)) return cf->attrs.attrs[k];
+    }
+    return NULL;
+}
+
+/* The integer attribute `name` (int32 or int64), or 0. */
+static long ffi_int(const XLA_FFI_CallFrame *cf, const char *name) {
+    const XLA_FFI_Scalar *v = ffi_attr(cf, name, XLA_FFI_AttrType_SCALAR);
+    if (!v) return 0;
+    return v->dtype == XLA_FFI_DataType_S64 ? (long)*(const int64_t *)v->value : (long)*(const int32_t *)v->value;
+}
+
+#define FFI_MAXLEAD 8
+/* na buffers, the last core[k] axes of buffer k one seed's array and its leading axes broadcasting as in NumPy
+ * (JAX has checked that they do): the number of seeds *ns and, for seed s, the index of buffer k's own seed
+ * in ix[s * na + k]. Returns the malloc'd ix; NULL when out of memory or past FFI_MAXLEAD leading axes. */
+static long *ffi_seeds(XLA_FFI_Buffer *const *b, const int *core, int na, long *ns) {
+    int64_t lead[FFI_MAXLEAD];
+    int nl = 0;
+    for (int k = 0; k < na; k++) nl = b[k]->rank - core[k] > nl ? (int)(b[k]->rank - core[k]) : nl;
+    if (nl > FFI_MAXLEAD) return NULL;
+    for (int j = 0; j < nl; j++) lead[j] = 1;
+    for (int k = 0; k < na; k++)
+        for (int j = 0, o = nl - (int)(b[k]->rank - core[k]); j < b[k]->rank - core[k]; j++)
+            if (b[k]->dims[j] != 1) lead[o + j] = b[k]->dims[j];
+    *ns = 1;
+    for (int j = 0; j < nl; j++) *ns *= lead[j];
+    long *ix = malloc(sizeof(long) * (size_t)(*ns > 0 ? *ns : 1) * na);
+    if (!ix) return NULL;
+    for (long s = 0; s < *ns; s++)
+        for (int k = 0; k < na; k++) {
+            const int own = (int)(b[k]->rank - core[k]), o = nl - own;
+            long rem = s, at = 0, stride = 1;
+            for (int j = nl - 1; j >= 0; j--) { /* seed s's index on axis j, read by buffer k where it has that axis */
+                const long idx = rem % lead[j];
+                rem /= lead[j];
+                if (j < o) continue;
+                if (b[k]->dims[j - o] != 1) at += idx * stride;
+                stride *= b[k]->dims[j - o];
+            }
+            ix[s * na + k] = at;
+        }
+    return ix;
+}
+
+#define ARGS(cf) ((XLA_FFI_Buffer *const *)(cf)->args.args)
+#define RETS(cf) ((XLA_FFI_Buffer *const *)(cf)->rets.rets)
+#define LAST(buf, k) ((buf)->dims[(buf)->rank - (k)]) /* the k-th axis from the end */
+
+/* Moment form: args P, Q (…, L, H, D, D), S (…, B, D, D), zq (…, B, D), y (…, B); rets loss (…), gP, gQ;
+ * attrs threads, want_grad, trained ('0'/'1' for each of P's then Q's D x D entries: whether its gradient is
+ * wanted; absent: all). */
+XLA_FFI_Error *lsa_ffi(XLA_FFI_CallFrame *cf) {
+    if (ffi_metadata(cf)) return NULL;
+    XLA_FFI_Buffer *const *a = ARGS(cf), *const *r = RETS(cf);
+    static const int core[5] = {4, 4, 3, 2, 1};
+    const int L = (int)LAST(a[0], 4), H = (int)LAST(a[0], 3), D = (int)LAST(a[0], 1);
+    unsigned char mask[2 * DMAX * DMAX];
+    const XLA_FFI_ByteSpan *tr = ffi_attr(cf, "trained", XLA_FFI_AttrType_STRING);
+    for (int k = 0; k < 2 * D * D && D <= DMAX; k++) mask[k] = tr && (size_t)k < tr->len ? tr->ptr[k] == '1' : 1;
+    long ns;
+    long *ix = ffi_seeds(a, core, 5, &ns);
+    if (!ix) return ffi_failed(cf, "lsa kernel", 2, "");
+    const int g = (int)ffi_int(cf, "want_grad"), th = (int)ffi_int(cf, "threads");
+    const long B = LAST(a[4], 1);
+    const int rc = a[2]->dtype == XLA_FFI_DataType_F64
+        ? lsa_f64(ns, L, H, D, B, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, a[4]->data, r[0]->data,
+                  r[1]->data, r[2]->data, mask, mask + D * D, g, th)
+        : lsa_f32(ns, L, H, D, B, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, a[4]->data, r[0]->data,
+                  r[1]->data, r[2]->data, mask, mask + D * D, g, th);
+    free(ix);
+    return rc ? ffi_failed(cf, "lsa kernel", rc, "D = d + 1 must be the library's, at most 16") : NULL;
+}
+
+/* Column form: args P, Q (…, L, H, D, D), Z (…, B, D, N), y (…, B); rets loss (…), gP, gQ; attrs threads,
+ * want_grad, act (0 linear, 1 ReLU, 2 softmax, 3 masked softmax). */
+XLA_FFI_Error *attn_ffi(XLA_FFI_CallFrame *cf) {
+    if (ffi_metadata(cf)) return NULL;
+    XLA_FFI_Buffer *const *a = ARGS(cf), *const *r = RETS(cf);
+    static const int core[4] = {4, 4, 3, 1};
+    long ns;
+    long *ix = ffi_seeds(a, core, 4, &ns);
+    if (!ix) return ffi_failed(cf, "attention kernel", 2, "");
+    const int L = (int)LAST(a[0], 4), H = (int)LAST(a[0], 3), D = (int)LAST(a[0], 1), N = (int)LAST(a[2], 1);
+    const int act = (int)ffi_int(cf, "act"), g = (int)ffi_int(cf, "want_grad"), th = (int)ffi_int(cf, "threads");
+    const long B = LAST(a[3], 1);
+    const int rc = a[2]->dtype == XLA_FFI_DataType_F64
+        ? attn_f64(ns, L, H, D, N, B, act, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, r[0]->data,
+                   r[1]->data, r[2]->data, g, th)
+        : attn_f32(ns, L, H, D, N, B, act, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, r[0]->data,
+                   r[1]->data, r[2]->data, g, th);
+    free(ix);
+    return rc ? ffi_failed(cf, "attention kernel", rc, "D = d + 1 must be the library's, at most 16; n >= 1") : NULL;
+}
+
+/* Sampler: args Ssq, Wsq (…, d, d), sigma (…), key (…, 2) uint32; rets S (…, B, D, D), zq (…, B, D), yq (…, B),
+ * or with attr columns = 1: Z (…, B, D, n + 1), yq (…, B); attrs threads, n, columns. */
+XLA_FFI_Error *sample_ffi(XLA_FFI_CallFrame *cf) {
+    if (ffi_metadata(cf)) return NULL;
+    XLA_FFI_Buffer *const *a = ARGS(cf), *const *r = RETS(cf);
+    static const int core[4] = {2, 2, 0, 1};
+    long ns;
+    long *ix = ffi_seeds(a, core, 4, &ns);
+    if (!ix) return ffi_failed(cf, "prompt sampler", 2, "");
+    const int cols = (int)ffi_int(cf, "columns"), n = (int)ffi_int(cf, "n"), th = (int)ffi_int(cf, "threads");
+    const int d = (int)LAST(a[0], 1);
+    const long B = LAST(r[cols ? 1 : 2], 1);
+    void *zq = cols ? NULL : r[1]->data, *yq = r[cols ? 1 : 2]->data;
+    const int rc = a[0]->dtype == XLA_FFI_DataType_F64
+        ? sample_f64(ns, d, n, B, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, r[0]->data, zq, yq, cols, th)
+        : sample_f32(ns, d, n, B, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, r[0]->data, zq, yq, cols, th);
+    free(ix);
+    return rc ? ffi_failed(cf, "prompt sampler", rc, "d must be the library's D - 1, at most 15") : NULL;
+}
+
 #else /* ============================ typed part (REAL, VEC, FN) ============================ */
 #define VL ((int)(VBYTES / sizeof(REAL)))
 #define NC (BLK / VL)
@@ -310,9 +464,9 @@ INLINE void FN(block)(const int D, const int L, const int H, const long B, const
     }
 }
 
-int FN(lsa)(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Qall, const REAL *S0all,
-            const REAL *zqall, const REAL *yall, REAL *loss_out, REAL *gP, REAL *gQ, const unsigned char *mP,
-            const unsigned char *mQ, int want_grad, int nthreads) {
+int FN(lsa)(int NS, int L, int H, int D, long B, const long *ix, const REAL *Pall, const REAL *Qall,
+            const REAL *S0all, const REAL *zqall, const REAL *yall, REAL *loss_out, REAL *gP, REAL *gQ,
+            const unsigned char *mP, const unsigned char *mQ, int want_grad, int nthreads) {
     if (D != DCONST) return 1;
     const long nblk = (B + BLK - 1) / BLK;
     const int DD = D * D;
@@ -341,8 +495,9 @@ int FN(lsa)(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Q
             if (!ok) continue;
             const long sd = it / nblk, b0 = (it % nblk) * BLK;
             const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);
-            const REAL *P = Pall + sd * npar, *Q = Qall + sd * npar, *S0 = S0all + (sd * B + b0) * DD;
-            const REAL *zq = zqall + sd * B * D + b0 * D, *y = yall + sd * B + b0;
+            const long *i = ix + 5 * sd; /* seed sd's own P, Q, S, zq, y (see ffi_seeds) */
+            const REAL *P = Pall + i[0] * npar, *Q = Qall + i[1] * npar, *S0 = S0all + (i[2] * B + b0) * DD;
+            const REAL *zq = zqall + (i[3] * B + b0) * D, *y = yall + i[4] * B + b0;
             REAL *aP = acc + ((size_t)tid * NS + sd) * 2 * npar, *aQ = aP + npar;
             double total = 0.0;
             FN(block)(DCONST, L, H, B, nb, P, Q, S0, zq, y, mP, mQ, want_grad, &tp, rr, &total, aP, aQ);
@@ -373,8 +528,8 @@ int FN(lsa)(int NS, int L, int H, int D, long B, const REAL *Pall, const REAL *Q
  * D = 6) entries of the upper triangle of S accumulate in registers over the n context columns.
  * cols = 1: the same prompts as prompt matrices instead, Sall receiving Z (B, D, n + 1) with the query label
  * zeroed (zqall unused), for the column form. */
-int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsqall, const REAL *sigmas,
-               const uint32_t *keys, REAL *Sall, REAL *zqall, REAL *yqall, int cols, int nthreads) {
+int FN(sample)(int NS, int d, int n, long B, const long *ix, const REAL *Ssqall, const REAL *Wsqall,
+               const REAL *sigmas, const uint32_t *keys, REAL *Sall, REAL *zqall, REAL *yqall, int cols, int nthreads) {
     const int D = DCONST;
     if (d + 1 != D || n < 1) return 1;
     const long NG = d + (long)(n + 1) * D; /* normals per prompt: w, then (x_i, e_i) */
@@ -395,8 +550,9 @@ int FN(sample)(int NS, int d, int n, long B, const REAL *Ssqall, const REAL *Wsq
             if (!G) continue;
             const long sd = it / nblk, b0 = (it % nblk) * BLK;
             const int nb = (int)((B - b0) < BLK ? (B - b0) : BLK);
-            const REAL *Ssq = Ssqall + sd * d * d, *Wsq = Wsqall + sd * d * d, sigma = sigmas[sd];
-            const uint32_t k0 = keys[2 * sd], k1 = keys[2 * sd + 1];
+            const long *i = ix + 4 * sd; /* seed sd's own Ssq, Wsq, sigma, key */
+            const REAL *Ssq = Ssqall + i[0] * d * d, *Wsq = Wsqall + i[1] * d * d, sigma = sigmas[i[2]];
+            const uint32_t k0 = keys[2 * i[3]], k1 = keys[2 * i[3] + 1];
             REAL *S = Sall + (sd * B + b0) * D * (cols ? n + 1 : D), *yq = yqall + sd * B + b0;
             REAL *zq = cols ? NULL : zqall + (sd * B + b0) * D;
             for (long j = 0; j < ngroups; j++) {
@@ -620,8 +776,8 @@ INLINE void FN(cbwd)(const int D, const int N, const int H, const int act, const
 
 /* Loss (1/B) sum_b (Z_L[D-1, N-1] + y_b)^2 of NS seeds and its gradient w.r.t. every P, Q (NS, L, H, D, D);
  * Z: (NS, B, D, N) prompt matrices, y: (NS, B). */
-int FN(attn)(int NS, int L, int H, int D, int N, long B, int act, const REAL *Pall, const REAL *Qall,
-             const REAL *Zall, const REAL *yall, REAL *loss_out, REAL *gP, REAL *gQ, int want_grad, int nthreads) {
+int FN(attn)(int NS, int L, int H, int D, int N, long B, int act, const long *ix, const REAL *Pall,
+             const REAL *Qall, const REAL *Zall, const REAL *yall, REAL *loss_out, REAL *gP, REAL *gQ, int want_grad, int nthreads) {
     if (D != DCONST || N < 2 || act < 0 || act > 3) return 1;
     const long ngrp = (B + VL - 1) / VL, npar = (long)L * H * D * D;
     const int DN = D * N, NN = N * N;
@@ -649,11 +805,12 @@ int FN(attn)(int NS, int L, int H, int D, int N, long B, int act, const REAL *Pa
             if (!ok) continue;
             const long sd = it / ngrp, b0 = (it % ngrp) * VL;
             const int nb = (int)((B - b0) < VL ? (B - b0) : VL);
-            const REAL *P = Pall + sd * npar, *Q = Qall + sd * npar, *Z0 = Zall + (sd * B + b0) * DN;
+            const long *i = ix + 4 * sd; /* seed sd's own P, Q, Z, y */
+            const REAL *P = Pall + i[0] * npar, *Q = Qall + i[1] * npar, *Z0 = Zall + (i[2] * B + b0) * DN;
             VEC yv = (VEC){0};
             for (int t = 0; t < VL; t++) {
                 for (int e = 0; e < DN; e++) Zs[e][t] = t < nb ? Z0[(size_t)t * DN + e] : 0;
-                yv[t] = t < nb ? yall[sd * B + b0 + t] : 0;
+                yv[t] = t < nb ? yall[i[3] * B + b0 + t] : 0;
             }
             for (int l = 0; l < L; l++)
                 FN(cfwd)(DCONST, N, H, act, l == L - 1 ? N - 1 : 0, P + l * H * D * D, Q + l * H * D * D,

@@ -80,11 +80,6 @@ class LinearAttentionModel(ModelSection):
     def execution(self, cfg: RunConfig) -> dict:
         return execution(cfg)
 
-    def max_devices(self, cfg: RunConfig) -> int | None:
-        """1 where the C kernel (a host callback) draws the prompts or computes the loss; else any."""
-        ex = self.execution(cfg)
-        return 1 if "kernel" in (ex.get("forward"), ex.get("sampler")) else None
-
     def predictor(self, cfg: RunConfig) -> Predict:
         """TF(Z_0) = −[Z_L]_{d+1,k+1} on prompts of any context length k (eq. (3)'s 1/n is the prompt's own k), by
         the pure-JAX moment form (linear attention) or column form (ReLU, softmax)."""

@@ -4,14 +4,16 @@
 
 ``_lsa_kernel.c`` (package data) is compiled on first use with the system C compiler, once per token
 dimension D = d + 1 (a compile-time constant, so the register-blocked small products unroll), into a
-cache folder, and called through :func:`jax.pure_callback` inside a ``custom_vjp``: one call per training
-step returns the loss and the exact gradient with respect to every P and Q (batch innermost, so the tiny
-products run as vector FMAs).
+cache folder, and called as an XLA custom call (its FFI handlers, :func:`jax.ffi.ffi_call`) inside a
+``custom_vjp``: one call per training step returns the loss and the exact gradient with respect to every P and Q
+(batch innermost, so the tiny products run as vector FMAs). XLA runs the call on its own thread, with no Python in
+between, and a program that holds one is kept in JAX's persistent compilation cache like any other (a host
+callback's program never was).
 
 The build is visible and portable: it tries the fast flags (``-march=native``, OpenMP, glibc's vector
 math), then the same without OpenMP, without libmvec and without ``-march=native``; each try's compiler
-output is kept in ``<cache>/lsa<D>_<id>.log``. A library is cached per source, flags, CPU and compiler
-identity; older libraries of the same D and compiler are pruned. Where no build works, :func:`status`
+output is kept in ``<cache>/lsa<D>_<id>.log``; the FFI headers are jaxlib's (``jax.ffi.include_dir()``).
+A library is cached per source, flags, CPU, compiler identity and jaxlib version; older libraries of the same D and compiler are pruned. Where no build works, :func:`status`
 says why, one line is printed once per process, and models use the pure-JAX moment form, which is also
 the reference the tests compare this kernel against. ``ICLDYN_NO_KERNEL=1`` disables the kernel;
 ``CC`` picks the compiler; ``ICLDYN_KERNEL_CACHE`` the cache folder (default
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import jaxlib.version
 import numpy as np
 
 from icldyn.runtime import cache_root, intact, publish
@@ -51,6 +54,8 @@ VARIANTS = [
     ("native", ["-march=native", "-DLSA_NO_MVEC"], ["-shared"], ["-lm"]),
     ("portable", ["-DLSA_NO_MVEC"], ["-shared"], ["-lm"]),
 ]
+# the XLA FFI headers the handlers are built against (jaxlib's own, ``jax.ffi.include_dir()``): part of a library's key
+_FFI_HEADERS = f"jaxlib {jaxlib.version.__version__}"
 DMAX = 16  # largest D = d + 1 the kernels take (DMAX in the C source)
 
 
@@ -146,7 +151,7 @@ def _prune(directory: Path, D: int, prefix: str, keep: Path) -> None:
 
 
 @functools.cache
-def _build(D: int) -> tuple[ctypes.CDLL | None, Status]:
+def _build(D: int) -> tuple[dict[str, str] | None, Status]:
     cc = compiler()
     ident = _identity(cc) if cc else "none found"
     unavailable = lambda origin, why, log=None: (None, Status(False, origin, why, ident, None, log))  # noqa: E731
@@ -167,7 +172,7 @@ def _build(D: int) -> tuple[ctypes.CDLL | None, Status]:
     for name, cflags, link, libs in VARIANTS:
         flags = BASE_FLAGS + cflags + [f"-DDCONST={D}"]
         key = hashlib.sha256(src.read_bytes() + " ".join(flags + link + libs).encode() + _cpu_id().encode()
-                             + ident.encode()).hexdigest()[:16]
+                             + ident.encode() + _FFI_HEADERS.encode()).hexdigest()[:16]
         out = folder / f"{prefix}{key}.so"
         origin = "cache"
         if out.exists() and not intact(out):  # truncated or changed since it was built: rebuilt, never loaded
@@ -179,7 +184,7 @@ def _build(D: int) -> tuple[ctypes.CDLL | None, Status]:
             except OSError as err:
                 return unavailable("unavailable", f"cache folder {folder} is not writable ({err.strerror})")
             log.append(f"--- variant {name}")
-            why = _try_build(cc, src, out, flags, link, libs, log)
+            why = _try_build(cc, src, out, flags + ["-I", jax.ffi.include_dir()], link, libs, log)
             if why is not None:
                 first_reason = first_reason or why
                 continue
@@ -195,9 +200,9 @@ def _build(D: int) -> tuple[ctypes.CDLL | None, Status]:
         if origin == "built":
             _write_log(logfile, log)
             _prune(folder, D, prefix, out)
-        _declare(lib)
         built = name if first_reason is None else f"{name}, not a faster variant: {first_reason}"
-        return lib, Status(True, origin, built, ident, str(out), str(logfile) if logfile.exists() else None)
+        log_path = str(logfile) if logfile.exists() else None
+        return _register(lib, D, key), Status(True, origin, built, ident, str(out), log_path)
     logfile = folder / f"lsa{D}_{ctag}_failed.log"
     _write_log(logfile, log)
     return unavailable("unavailable", f"{first_reason} (log: {logfile})", str(logfile))
@@ -210,26 +215,21 @@ def _write_log(path: Path, lines: list[str]) -> None:
         pass
 
 
-def _declare(lib: ctypes.CDLL) -> None:
-    i32, i64, u32p = ctypes.c_int, ctypes.c_long, ctypes.POINTER(ctypes.c_uint32)
-    for suffix, real in (("f32", ctypes.c_float), ("f64", ctypes.c_double)):
-        ptr = ctypes.POINTER(real)
-        u8p = ctypes.POINTER(ctypes.c_uint8)
-        fn = getattr(lib, f"lsa_{suffix}")  # (NS, L, H, D, B, P, Q, S, zq, y, loss, gP, gQ, mP, mQ, grad, threads)
-        fn.restype, fn.argtypes = i32, [i32, i32, i32, i32, i64] + [ptr] * 8 + [u8p, u8p, i32, i32]
-        fn = getattr(lib, f"sample_{suffix}")  # (NS, d, n, B, Ssq, Wsq, sigma, keys, S | Z, zq, yq, cols, threads)
-        fn.restype, fn.argtypes = i32, [i32, i32, i32, i64, ptr, ptr, ptr, u32p, ptr, ptr, ptr, i32, i32]
-        fn = getattr(lib, f"attn_{suffix}")  # (NS, L, H, D, N, B, act, P, Q, Z, y, loss, gP, gQ, grad, threads)
-        fn.restype, fn.argtypes = i32, [i32, i32, i32, i32, i32, i64, i32] + [ptr] * 7 + [i32, i32]
+def _register(lib: ctypes.CDLL, D: int, key: str) -> dict[str, str]:
+    """Register the library's three FFI handlers with XLA's CPU client under names of this D and build (so that a
+    program compiled against one build never calls another's); returns {kernel: target name}."""
+    names = {fn: f"icldyn_{fn}{D}_{key}" for fn in ("lsa", "attn", "sample")}
+    for fn, name in names.items():
+        if name not in _REGISTERED:  # XLA refuses a second handler under a name (a build loaded again, same code)
+            jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, f"{fn}_ffi")), platform="cpu")
+            _REGISTERED[name] = lib
+    return names
+
+
+_REGISTERED: dict[str, ctypes.CDLL] = {}  # XLA's CPU targets this process registered, and their libraries
 
 
 _told: set[str] = set()
-
-
-def library(D: int) -> ctypes.CDLL | None:
-    """The kernel compiled for token dimension D = d + 1 (once per machine, compiler and D), or None
-    where it cannot be built here (:func:`status` says why)."""
-    return _build(D)[0]
 
 
 def status(D: int) -> Status:
@@ -239,7 +239,7 @@ def status(D: int) -> Status:
 
 def available(D: int) -> bool:
     """Whether the kernel for token dimension D = d + 1 builds here (and is built, on first call)."""
-    return library(D) is not None
+    return _build(D)[0] is not None
 
 
 def explain_fallback(D: int) -> None:
@@ -250,135 +250,45 @@ def explain_fallback(D: int) -> None:
         print(f"C kernel unavailable: {st.reason}; using the pure-JAX path (slower)", file=sys.stderr, flush=True)
 
 
-def _seeds(arrays: list[np.ndarray], core_ndims: list[int], dtype) -> tuple[tuple[int, ...], list[np.ndarray]]:
-    """Broadcast the leading (seed) axes of every array and flatten them into one: (NS, *core)."""
-    lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip(arrays, core_ndims)))
-    flat = [np.ascontiguousarray(np.broadcast_to(a, lead + a.shape[a.ndim - k:]).reshape((-1,) + a.shape[a.ndim - k:]),
-                                 dtype) for a, k in zip(arrays, core_ndims)]
-    return lead, flat
-
-
-def _ptr(a: np.ndarray):
-    return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double if a.dtype == np.float64 else ctypes.c_float))
-
-
-def value_and_grad_np(P: np.ndarray, Q: np.ndarray, S: np.ndarray, zq: np.ndarray, y: np.ndarray, *,
-                      want_grad: bool = True, threads: int = 1, trained: tuple[np.ndarray, np.ndarray] | None = None):
-    """Loss (1/B)Σ(z_L[d] + y)² and its gradient w.r.t. P, Q (each (..., L, H, D, D)); NumPy in and out.
-    Leading axes (seeds) broadcast; all seeds run in one call, spread over ``threads``. Leading axes that only
-    the parameters have (copies of a seed at several learning rates, sharing its batch) are looped over
-    instead of copying the batch. ``trained``: (D, D) boolean masks of the P and Q entries whose gradient is
-    wanted (others are returned as 0)."""
-    dtype = np.float64 if S.dtype == np.float64 else np.float32
-    lib = library(P.shape[-1])
-    fn = lib.lsa_f64 if dtype == np.float64 else lib.lsa_f32
-    lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip((P, Q, S, zq, y), (4, 4, 3, 2, 1))))
-    data = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip((S, zq, y), (3, 2, 1))))
-    data = (1,) * (len(lead) - len(data)) + data
-    k = next((i for i, (a, b) in enumerate(zip(data, lead)) if a != 1 or b == 1), len(lead))
-    if k and data[k:] == lead[k:]:  # parameters-only leading axes: one kernel call per copy, same batch
-        inner = lead[k:]
-        strip = lambda a, core: a.reshape(a.shape[max(a.ndim - core - len(inner), 0):])  # noqa: E731  (size-1 axes)
-        Pb, Qb = (np.broadcast_to(a, lead + a.shape[-4:]).reshape((-1,) + inner + a.shape[-4:]) for a in (P, Q))
-        parts = [value_and_grad_np(Pc, Qc, strip(S, 3), strip(zq, 2), strip(y, 1), want_grad=want_grad,
-                                   threads=threads, trained=trained) for Pc, Qc in zip(Pb, Qb)]
-        return tuple(np.stack([part[j] for part in parts]).reshape(lead + parts[0][j].shape[len(inner):])
-                     for j in range(3))
-    lead, (P, Q, S, zq, y) = _seeds([P, Q, S, zq, y], [4, 4, 3, 2, 1], dtype)
-    ns, (L, H, D, _) = P.shape[0], P.shape[1:]
-    loss, gP, gQ = np.zeros(ns, dtype), np.zeros_like(P), np.zeros_like(Q)
-    mP, mQ = (np.ascontiguousarray(np.ones((D, D)) if m is None else m, np.uint8) for m in (trained or (None, None)))
-    u8 = ctypes.POINTER(ctypes.c_uint8)
-    rc = fn(ns, L, H, D, S.shape[1], *(_ptr(a) for a in (P, Q, S, zq, y, loss, gP, gQ)), mP.ctypes.data_as(u8),
-            mQ.ctypes.data_as(u8), int(want_grad), threads)
-    if rc != 0:
-        raise RuntimeError(_failed("lsa kernel", rc, f"D = {D} must be ≤ 16"))
-    return loss.reshape(lead), gP.reshape(lead + P.shape[1:]), gQ.reshape(lead + Q.shape[1:])
-
-
-def _failed(what: str, rc: int, shapes: str) -> str:
-    """A kernel's non-zero return code in words: 1, shapes it was not built for; 2, its scratch memory refused."""
-    return f"{what} failed: " + ("out of memory for its scratch buffers" if rc == 2 else f"code {rc}; {shapes}")
-
-
 ACTIVATIONS = ("linear", "relu", "softmax", "softmax_masked")  # the column kernel's codes 0…3
 
 
-def attn_value_and_grad_np(P: np.ndarray, Q: np.ndarray, Z: np.ndarray, y: np.ndarray, activation: str, *,
-                           want_grad: bool = True, threads: int = 1):
-    """Loss (1/B)Σ([Z_L]_{d+1,n+1} + y)² of the column form with an activation (``model.forward_columns``) and its
-    gradient w.r.t. P, Q (each (..., L, H, D, D)); Z: (..., B, D, n+1), y: (..., B). Leading (seed) axes
-    broadcast and run in one call."""
-    dtype = np.float64 if Z.dtype == np.float64 else np.float32
-    lib = library(P.shape[-1])
-    fn = lib.attn_f64 if dtype == np.float64 else lib.attn_f32
-    lead, (P, Q, Z, y) = _seeds([P, Q, Z, y], [4, 4, 3, 1], dtype)
-    ns, (L, H, D, _), (B, _, N) = P.shape[0], P.shape[1:], Z.shape[1:]
-    loss, gP, gQ = np.zeros(ns, dtype), np.zeros_like(P), np.zeros_like(Q)
-    rc = fn(ns, L, H, D, N, B, ACTIVATIONS.index(activation), *(_ptr(a) for a in (P, Q, Z, y, loss, gP, gQ)),
-            int(want_grad), threads)
-    if rc != 0:
-        raise RuntimeError(_failed("attention kernel", rc, f"D = {D} must be ≤ 16, n ≥ 1"))
-    return loss.reshape(lead), gP.reshape(lead + P.shape[1:]), gQ.reshape(lead + Q.shape[1:])
+def _call(D: int, fn: str, results, *args, **attrs):
+    """The kernel ``fn`` (lsa, attn, sample) of the library for D as an XLA custom call, leading axes of the
+    arguments broadcasting (and, under ``vmap``, every seed in one call)."""
+    return jax.ffi.ffi_call(_build(D)[0][fn], results, vmap_method="expand_dims")(*args, **attrs)
 
 
-def sample_moments_np(sigma_sqrt: np.ndarray, w_sqrt: np.ndarray, noise_std, key: np.ndarray, batch: int,
-                      n: int, threads: int = 1, columns: bool = False) -> tuple[np.ndarray, ...]:
-    """Fresh Gaussian prompts reduced to (Ŝ, z_q, y_q) as they are drawn (Philox4x32-10, Box-Muller):
-    the law of :func:`icldyn.components.prompts.sample_prompts` followed by ``moments``. ``key``: (..., 2)
-    uint32; leading axes (seeds) broadcast. ``columns``: the same prompts as (Z_0, y_q) instead, Z_0 the prompt
-    matrix (…, batch, d+1, n+1) of ``data.prompt_matrix``."""
-    dtype = np.float64 if sigma_sqrt.dtype == np.float64 else np.float32
-    lib = library(sigma_sqrt.shape[-1] + 1)
-    fn = lib.sample_f64 if dtype == np.float64 else lib.sample_f32
-    key = np.asarray(key, np.uint32)
-    lead, (Ssq, Wsq, sig) = _seeds([sigma_sqrt, w_sqrt, np.asarray(noise_std)], [2, 2, 0], dtype)
-    lead = np.broadcast_shapes(lead, key.shape[:-1])
-    ns = int(np.prod(lead))
-    Ssq, Wsq, sig = (np.ascontiguousarray(np.broadcast_to(a, (ns,) + a.shape[1:])) for a in (Ssq, Wsq, sig))
-    keys = np.ascontiguousarray(np.broadcast_to(key, lead + (2,)).reshape(ns, 2))
-    d = Ssq.shape[-1]
-    S = np.empty((ns, batch, d + 1, n + 1 if columns else d + 1), dtype)
-    zq = np.empty((ns, batch, d + 1), dtype) if not columns else np.empty((ns, 0, 0), dtype)
-    yq = np.empty((ns, batch), dtype)
-    rc = fn(ns, d, n, batch, _ptr(Ssq), _ptr(Wsq), _ptr(sig), keys.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)),
-            _ptr(S), _ptr(zq), _ptr(yq), int(columns), threads)
-    if rc != 0:
-        raise RuntimeError(_failed("prompt sampler", rc, f"d = {d} must be ≤ 15"))
-    out = (S, yq) if columns else (S, zq, yq)
-    return tuple(a.reshape(lead + a.shape[1:]) for a in out)
+def _lead(*pairs) -> tuple[int, ...]:
+    """The broadcast leading (seed) axes of (array, number of its trailing core axes) pairs."""
+    return np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in pairs))
 
 
 def sample_moments(task, key: jax.Array, batch: int, n: int, threads: int = 1, columns: bool = False):
-    """JAX entry point of :func:`sample_moments_np`; ``key`` is a JAX PRNG key (its bits seed Philox).
-    Under ``vmap`` over seeds, every seed is drawn in one call."""
-    bits = jax.random.bits(key, (2,), jnp.uint32)
+    """Fresh Gaussian prompts reduced to (Ŝ, z_q, y_q) as they are drawn (Philox4x32-10, Box-Muller): the law of
+    :func:`icldyn.components.prompts.sample_prompts` followed by ``moments``; the bits of the JAX PRNG ``key``
+    seed Philox. ``columns``: the same prompts as (Z_0, y_q) instead, Z_0 the prompt matrix (…, batch, d+1, n+1) of
+    ``data.prompt_matrix``. Under ``vmap`` over seeds, every seed is drawn in one call."""
     dtype = task.sigma_sqrt.dtype
-    d = task.sigma_sqrt.shape[0]
-    shapes = ((batch, d + 1, n + 1), (batch,)) if columns else ((batch, d + 1, d + 1), (batch, d + 1), (batch,))
-    shapes = tuple(jax.ShapeDtypeStruct(s, dtype) for s in shapes)
-
-    def f(s, w, e, k):
-        out = sample_moments_np(np.asarray(s), np.asarray(w), np.asarray(e), np.asarray(k), batch, n, threads,
-                                columns)
-        return tuple(o.reshape(np.broadcast_shapes(s.shape[:-2], k.shape[:-1]) + o.shape[o.ndim - c:])
-                     for o, c in zip(out, (3, 1) if columns else (3, 2, 1)))
-
-    return jax.pure_callback(f, shapes, task.sigma_sqrt, task.w_sqrt, task.noise_std, bits, vmap_method="expand_dims")
+    d = task.sigma_sqrt.shape[-1]
+    args = (task.sigma_sqrt, jnp.asarray(task.w_sqrt, dtype), jnp.asarray(task.noise_std, dtype),
+            jax.random.bits(key, (2,), jnp.uint32))
+    lead = _lead(*zip(args, (2, 2, 0, 1)))
+    cores = ((batch, d + 1, n + 1), (batch,)) if columns else ((batch, d + 1, d + 1), (batch, d + 1), (batch,))
+    results = tuple(jax.ShapeDtypeStruct(lead + c, dtype) for c in cores)
+    return _call(d + 1, "sample", results, *args, threads=np.int32(threads), n=np.int32(n),
+                 columns=np.int32(columns))
 
 
 def _callback(P, Q, S, zq, y, want_grad: bool, threads: int, trained):
-    shapes = (jax.ShapeDtypeStruct((), S.dtype), jax.ShapeDtypeStruct(P.shape, S.dtype),
-              jax.ShapeDtypeStruct(Q.shape, S.dtype))
-
-    def f(*args):
-        args = [np.asarray(a) for a in args]
-        lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip(args, (4, 4, 3, 2, 1))))
-        masks = None if trained is None else tuple(np.asarray(m, bool) for m in trained)
-        loss, gP, gQ = value_and_grad_np(*args, want_grad=want_grad, threads=threads, trained=masks)
-        return loss.reshape(lead), gP.reshape(lead + gP.shape[-4:]), gQ.reshape(lead + gQ.shape[-4:])
-
-    return jax.pure_callback(f, shapes, P, Q, S, zq, y, vmap_method="expand_dims")
+    dtype = S.dtype
+    P, Q = P.astype(dtype), Q.astype(dtype)
+    lead = _lead((P, 4), (Q, 4), (S, 3), (zq, 2), (y, 1))
+    results = (jax.ShapeDtypeStruct(lead, dtype), jax.ShapeDtypeStruct(lead + P.shape[-4:], dtype),
+               jax.ShapeDtypeStruct(lead + Q.shape[-4:], dtype))
+    masks = {} if trained is None else {"trained": "".join("1" if v else "0" for v in np.ravel(trained))}
+    return _call(P.shape[-1], "lsa", results, P, Q, S, zq, y, threads=np.int32(threads),
+                 want_grad=np.int32(want_grad), **masks)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6))
@@ -403,16 +313,13 @@ loss.defvjp(_fwd, _bwd)
 
 
 def _attn_callback(P, Q, Z, y, activation: str, want_grad: bool, threads: int):
-    shapes = (jax.ShapeDtypeStruct((), Z.dtype), jax.ShapeDtypeStruct(P.shape, Z.dtype),
-              jax.ShapeDtypeStruct(Q.shape, Z.dtype))
-
-    def f(*args):
-        args = [np.asarray(a) for a in args]
-        lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in zip(args, (4, 4, 3, 1))))
-        loss, gP, gQ = attn_value_and_grad_np(*args, activation, want_grad=want_grad, threads=threads)
-        return loss.reshape(lead), gP.reshape(lead + gP.shape[-4:]), gQ.reshape(lead + gQ.shape[-4:])
-
-    return jax.pure_callback(f, shapes, P, Q, Z, y, vmap_method="expand_dims")
+    dtype = Z.dtype
+    P, Q = P.astype(dtype), Q.astype(dtype)
+    lead = _lead((P, 4), (Q, 4), (Z, 3), (y, 1))
+    results = (jax.ShapeDtypeStruct(lead, dtype), jax.ShapeDtypeStruct(lead + P.shape[-4:], dtype),
+               jax.ShapeDtypeStruct(lead + Q.shape[-4:], dtype))
+    return _call(P.shape[-1], "attn", results, P, Q, Z, y, act=np.int32(ACTIVATIONS.index(activation)),
+                 threads=np.int32(threads), want_grad=np.int32(want_grad))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))

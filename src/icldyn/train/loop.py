@@ -1,6 +1,6 @@
 """The training loop: ``lax.scan`` over the steps of a chunk with every seed advancing in lockstep,
 one compiled program per problem shape. Metrics come back once per chunk (no host callbacks inside
-the loop, beyond the CPU kernels' own ``pure_callback``): the training loss and gradient norm from the chunk's
+the loop): the training loss and gradient norm from the chunk's
 program, the held-out metrics from the evaluation's own, compiled once per run (step 0's) rather than again inside
 every chunk.
 
@@ -216,8 +216,7 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
     args = (tasks, keys, keys if init_keys is None else init_keys)
     params, opt_state, k_loop = jit_once(over_seeds(init, problem.seed_map))(*args)  # it runs once
     # the batch slot holds zeros of the sampler's shapes: step 0 always draws (step % resample_every == 0), so no
-    # first batch is drawn, and nothing is compiled for it (a C kernel's sampler, a host callback, would never be
-    # cached); the shapes come from tracing alone, the zeros from the host (jnp.asarray would compile a copy per shape)
+    # first batch is drawn, and nothing is compiled for it; the shapes come from tracing alone, the zeros from the host (jnp.asarray would compile a copy per shape)
     shapes = jax.eval_shape(over_seeds(_sampler(problem, np.zeros((), np.int32)), problem.seed_map), tasks, keys)
     batch = jax.tree.map(lambda s: jax.device_put(np.zeros(s.shape, s.dtype)), shapes)
     state = TrainState(params, opt_state, batch, k_loop, jax.device_put(np.zeros(len(keys), np.int32)))
@@ -230,11 +229,11 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
     return state._replace(params=tile(state.params), opt_state=opt_state)
 
 
-_MATERIALISED = ("dot_general", "conv_general_dilated", "pure_callback")  # outputs XLA always keeps as buffers
+_MATERIALISED = ("dot_general", "conv_general_dilated", "ffi_call")  # outputs XLA always keeps as buffers
 
 
 def _largest_product(jaxpr) -> tuple[int, str]:
-    """(bytes, shape) of the largest array a matrix product (or a host callback) of ``jaxpr`` returns, its
+    """(bytes, shape) of the largest array a matrix product (or a C kernel's custom call) of ``jaxpr`` returns, its
     sub-programs included. Those outputs are buffers XLA materialises; elementwise results may be fused away, so
     they are not counted, and the estimate stays a lower bound."""
     from jax.extend.core import subjaxprs
@@ -253,8 +252,8 @@ def footprint(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, ke
     one slot's step computes (drawing a batch, the loss and its gradient, or the held-out evaluation), times the
     slots computing it at once (every slot where seeds are vmapped, a seed's learning-rate copies where seeds are
     ``lax.map``-ed, one where slots are); ``total`` — their sum. ``largest`` names that array (dtype and shape),
-    ``at_once`` its count, ``slots`` the program's slots. A C kernel's own scratch memory (inside its
-    ``pure_callback``) is not seen."""
+    ``at_once`` its count, ``slots`` the program's slots. A C kernel's own scratch memory (inside its custom
+    call) is not seen."""
     size = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
     one = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
     state = jax.eval_shape(lambda t, k: init_states(problem, opt, t, k), tasks, keys)
@@ -288,15 +287,12 @@ def _check_fits(problem: Problem, opt: Optimizer, tasks: PyTree, tests: PyTree, 
                "lower train.batch, data.n, data.test_size or seeds (or train on a larger machine)")
 
 
-def local_devices(wanted: str | int = "all", limit: int | None = None) -> int:
-    """How many local devices ``train.devices`` asks for: every one (``"all"``, at most the model's ``limit``) or
-    ``wanted``; more than this machine has, or than the model allows, is one line (ValueError)."""
+def local_devices(wanted: str | int = "all") -> int:
+    """How many local devices ``train.devices`` asks for: every one (``"all"``) or ``wanted``; more than this
+    machine has is one line (ValueError)."""
     have = jax.local_device_count()
     if wanted == "all":
-        return min(have, limit or have)
-    if limit is not None and wanted > limit:
-        raise ValueError(f"train.devices = {wanted} is not allowed for this model: its step calls a host kernel, "
-                         f"so it runs on at most {limit} device(s); allowed: \"all\" or 1…{limit}")
+        return have
     if wanted > have:
         raise ValueError(f"train.devices = {wanted} is not allowed: this machine has {have} local device(s) "
                          f"({jax.default_backend()}); allowed: \"all\" or 1…{have}")
@@ -318,8 +314,7 @@ def per_device(fn: Callable, devices: int, copies: int, state_in: bool = True) -
     metrics``) run on ``devices`` local devices at once (``jax.shard_map`` over a one-axis mesh): each device its
     block of the seeds — their tasks, held-out sets, batches, keys — and the slots of those seeds at every learning
     rate (slots are rate-major, ``g · seeds + s``, so they are split along the seed axis of (copies, seeds)).
-    Independent programs, no collectives (a model whose step calls a host kernel is limited to one device:
-    :meth:`~icldyn.config.ModelSection.max_devices`)."""
+    Independent programs, no collectives (a C kernel's custom call runs on each device's own thread)."""
     from jax.sharding import Mesh, PartitionSpec
 
     mesh = Mesh(np.array(jax.local_devices()[:devices]), ("seeds",))

@@ -89,8 +89,7 @@ def problem_of(cfg: RunConfig, model: LinearTransformer, with_landscape: str | N
     def evaluate(params, task, test):
         if not with_landscape:
             return {"test_loss": model.loss(params, test)}
-        # in pure JAX (test_loss included), so that this program (no kernel callback) is kept in the persistent
-        # compilation cache
+        # in pure JAX (test_loss included): the kernel's loss has no second derivatives for the Hessian
         return landscape(model, params, test, with_landscape == "hessian")
 
     def evaluate_step(before, update, task, test):

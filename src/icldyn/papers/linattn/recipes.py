@@ -129,7 +129,7 @@ def noise_stats(norms: np.ndarray) -> dict[str, float]:
 
 def noise_programs(cfg: RunConfig):
     """The two programs of :func:`gradient_noise` for ``cfg``, the parameters an argument: built once per grid point,
-    a point's seeds share them (the kernel's callback keeps them out of the persistent compilation cache)."""
+    a point's seeds share them (traced and looked up once, not once per seed)."""
     model = model_of(cfg)
     flat = lambda g: jnp.concatenate([x.ravel() for x in jax.tree.leaves(g)])  # noqa: E731
     dtype = jnp.dtype(cfg.train.dtype)
