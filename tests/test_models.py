@@ -210,3 +210,16 @@ def test_masked_softmax_leaves_the_query_out_of_the_normalisation():
     assert float(jnp.abs(w[:, -1]).max()) == 0.0
     ref = attention_weights(s, "softmax")  # the official code's: the query's weight is dropped after normalising
     np.testing.assert_allclose(ref / ref.sum(-2, keepdims=True), w, rtol=1e-12)
+
+
+def test_an_explicit_kernel_on_another_backend_is_one_line(monkeypatch):
+    """The kernel is an XLA custom call of the CPU backend: asked for on another, refused in one line naming the field
+    and the allowed values; ``auto`` takes the JAX form there."""
+    from icldyn.components.linear_attention import LinearAttentionModel, resolve_forward
+    from icldyn.config import ConfigError
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    with pytest.raises(ConfigError, match=r"^model.forward = 'kernel' cannot be honoured here: C kernel unavailable: "
+                                          r"it runs on the CPU backend, this one is gpu; allowed: 'auto', 'moments'"):
+        resolve_forward(LinearAttentionModel(forward="kernel"), 5)
+    assert resolve_forward(LinearAttentionModel(forward="auto"), 5) == "moments"

@@ -177,11 +177,18 @@ def resolve_forward(cfg: LinearAttentionModel, d: int) -> str:
             return "kernel"
         kernel.explain_fallback(d + 1)
         return jax_form
-    if cfg.forward == "kernel" and not kernel.available(d + 1):
+    if cfg.forward == "kernel" and (why := _kernel_unavailable(d + 1)):
         allowed = "'auto', 'moments', 'columns'" if cfg.activation == "linear" else "'auto', 'columns'"
-        raise ConfigError(f"model.forward = 'kernel' cannot be honoured here: C kernel unavailable: "
-                          f"{kernel.status(d + 1).reason}; allowed: {allowed}")
+        raise ConfigError(f"model.forward = 'kernel' cannot be honoured here: C kernel unavailable: {why}; "
+                          f"allowed: {allowed}")
     return cfg.forward
+
+
+def _kernel_unavailable(D: int) -> str | None:
+    """Why the C kernel for D cannot run here (an XLA custom call of the CPU backend), or None where it can."""
+    if jax.default_backend() != "cpu":
+        return f"it runs on the CPU backend, this one is {jax.default_backend()}"
+    return None if kernel.available(D) else kernel.status(D).reason
 
 
 @dataclass(frozen=True)
@@ -317,9 +324,9 @@ def resolve_sampler(cfg: RunConfig, form: str) -> str:
 def execution(cfg: RunConfig) -> dict:
     """What will run for ``cfg`` on this machine (summary.json's ``execution``); raises ConfigError where an
     explicit ``model.forward = "kernel"`` or ``data.sampler = "kernel"`` cannot be honoured."""
-    if cfg.data.sampler == "kernel" and not kernel.available(cfg.data.d + 1):
-        raise ConfigError(f"data.sampler = 'kernel' cannot be honoured here: C kernel unavailable: "
-                          f"{kernel.status(cfg.data.d + 1).reason}; allowed: 'auto', 'jax' (the same draws)")
+    if cfg.data.sampler == "kernel" and (why := _kernel_unavailable(cfg.data.d + 1)):
+        raise ConfigError(f"data.sampler = 'kernel' cannot be honoured here: C kernel unavailable: {why}; "
+                          "allowed: 'auto', 'jax' (the same draws)")
     form = resolve_forward(cfg.model, cfg.data.d)
     sampler = resolve_sampler(cfg, form)
     k = kernel.status(cfg.data.d + 1)

@@ -13,9 +13,9 @@ callback's program never was).
 The build is visible and portable: it tries the fast flags (``-march=native``, OpenMP, glibc's vector
 math), then the same without OpenMP, without libmvec and without ``-march=native``; each try's compiler
 output is kept in ``<cache>/lsa<D>_<id>.log``; the FFI headers are jaxlib's (``jax.ffi.include_dir()``).
-A library is cached per source, flags, CPU, compiler identity and jaxlib version; older libraries of the same D and compiler are pruned. Where no build works, :func:`status`
-says why, one line is printed once per process, and models use the pure-JAX moment form, which is also
-the reference the tests compare this kernel against. ``ICLDYN_NO_KERNEL=1`` disables the kernel;
+A library is cached per source, flags, CPU, compiler identity and jaxlib version; older libraries of the same D
+and compiler are pruned. Where no build works, :func:`status` says why, one line is printed once per process, and
+models use the pure-JAX moment form, which is also the reference the tests compare this kernel against. ``ICLDYN_NO_KERNEL=1`` disables the kernel;
 ``CC`` picks the compiler; ``ICLDYN_KERNEL_CACHE`` the cache folder (default
 ``$XDG_CACHE_HOME/icldyn/kernels``, i.e. ``~/.cache/icldyn/kernels``).
 """
