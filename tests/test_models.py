@@ -111,6 +111,13 @@ def test_kernel_copies_of_a_seed_share_its_batch():
     ref = [jax.jit(jax.vmap(step))(P[g], Q[g], Sm, zq, y) for g in range(G)]
     for got, want in zip(jax.tree.leaves(out), zip(*(jax.tree.leaves(r) for r in ref))):
         np.testing.assert_array_equal(got, np.stack(want))
+    # the same copies as leading axes of a direct call, the batch with fewer of them (NumPy's broadcasting), y in
+    # float64 cast to the batch's float32, and vmapped over the copies with the batch's axes left as they are
+    direct = jax.jit(jax.value_and_grad(lambda P, Q: kernel.loss(P, Q, Sm, zq, y.astype(np.float64)).sum(), (0, 1)))
+    for got, want in zip(jax.tree.leaves(direct(P, Q)), (out[0].sum(), *out[1])):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    mapped = jax.jit(jax.vmap(lambda P, Q: kernel.loss(P, Q, Sm, zq, y)))(P, Q)
+    np.testing.assert_array_equal(mapped, out[0])
 
 
 @needs_kernel(6)

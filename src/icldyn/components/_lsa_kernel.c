@@ -180,36 +180,60 @@ static long ffi_int(const XLA_FFI_CallFrame *cf, const char *name) {
 }
 
 #define FFI_MAXLEAD 8
-/* na buffers, the last core[k] axes of buffer k one seed's array and its leading axes broadcasting as in NumPy
- * (JAX has checked that they do): the number of seeds *ns and, for seed s, the index of buffer k's own seed
- * in ix[s * na + k]. Returns the malloc'd ix; NULL when out of memory or past FFI_MAXLEAD leading axes. */
-static long *ffi_seeds(XLA_FFI_Buffer *const *b, const int *core, int na, long *ns) {
+/* na argument buffers, the last core[k] axes of buffer k one seed's array, its leading (seed) axes as many as every
+ * other's (lsa_kernel.py pads them with 1s) and each of size 1 or the common size; nr result buffers with the
+ * common leading axes and rcore[k] others. Sets *ns, the number of seeds, and *ix (malloc'd): for seed s, the index
+ * of argument k's own seed at ix[s * na + k] (size-1 axes read by every seed along them). Returns NULL, or what is
+ * wrong (then *ix is NULL). */
+static const char *ffi_seeds(XLA_FFI_Buffer *const *b, const int *core, int na, XLA_FFI_Buffer *const *r,
+                             const int *rcore, int nr, long *ns, long **ix) {
+    *ix = NULL;
+    const int64_t nl = b[0]->rank - core[0];
     int64_t lead[FFI_MAXLEAD];
-    int nl = 0;
-    for (int k = 0; k < na; k++) nl = b[k]->rank - core[k] > nl ? (int)(b[k]->rank - core[k]) : nl;
-    if (nl > FFI_MAXLEAD) return NULL;
+    if (nl < 0 || nl > FFI_MAXLEAD) return "more leading (seed) axes than 8, or an array of too few axes";
     for (int j = 0; j < nl; j++) lead[j] = 1;
-    for (int k = 0; k < na; k++)
-        for (int j = 0, o = nl - (int)(b[k]->rank - core[k]); j < b[k]->rank - core[k]; j++)
-            if (b[k]->dims[j] != 1) lead[o + j] = b[k]->dims[j];
+    for (int k = 0; k < na; k++) {
+        if (b[k]->rank - core[k] != nl) return "the arguments' leading (seed) axes differ in number";
+        for (int j = 0; j < nl; j++) {
+            if (b[k]->dims[j] != 1 && lead[j] != 1 && b[k]->dims[j] != lead[j])
+                return "the arguments' leading (seed) axes do not broadcast";
+            if (b[k]->dims[j] != 1) lead[j] = b[k]->dims[j];
+        }
+    }
+    for (int k = 0; k < nr; k++) {
+        if (r[k]->rank - rcore[k] != nl) return "a result's leading (seed) axes differ from the arguments'";
+        for (int j = 0; j < nl; j++)
+            if (r[k]->dims[j] != lead[j]) return "a result's leading (seed) axes differ from the arguments'";
+    }
     *ns = 1;
     for (int j = 0; j < nl; j++) *ns *= lead[j];
-    long *ix = malloc(sizeof(long) * (size_t)(*ns > 0 ? *ns : 1) * na);
-    if (!ix) return NULL;
+    *ix = malloc(sizeof(long) * (size_t)(*ns > 0 ? *ns : 1) * na);
+    if (!*ix) return "out of memory for its scratch buffers";
     for (long s = 0; s < *ns; s++)
         for (int k = 0; k < na; k++) {
-            const int own = (int)(b[k]->rank - core[k]), o = nl - own;
             long rem = s, at = 0, stride = 1;
-            for (int j = nl - 1; j >= 0; j--) { /* seed s's index on axis j, read by buffer k where it has that axis */
-                const long idx = rem % lead[j];
+            for (int64_t j = nl - 1; j >= 0; j--) { /* seed s's index on axis j; 0 where buffer k has size 1 */
+                if (b[k]->dims[j] != 1) at += rem % lead[j] * stride;
                 rem /= lead[j];
-                if (j < o) continue;
-                if (b[k]->dims[j - o] != 1) at += idx * stride;
-                stride *= b[k]->dims[j - o];
+                stride *= b[k]->dims[j];
             }
-            ix[s * na + k] = at;
+            (*ix)[s * na + k] = at;
         }
-    return ix;
+    return NULL;
+}
+
+/* Whether the last axes of buffer b are dims[0..n) (a negative entry: any size), and its dtype is `dtype`. */
+static int ffi_shaped(const XLA_FFI_Buffer *b, XLA_FFI_DataType dtype, int n, const int64_t *dims) {
+    if (b->dtype != dtype || b->rank < n) return 0;
+    for (int k = 0; k < n; k++)
+        if (dims[k] >= 0 && b->dims[b->rank - n + k] != dims[k]) return 0;
+    return 1;
+}
+
+static XLA_FFI_Error *ffi_invalid(const XLA_FFI_CallFrame *cf, const char *what, const char *why) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: %s", what, why);
+    return ffi_error(cf, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
 }
 
 #define ARGS(cf) ((XLA_FFI_Buffer *const *)(cf)->args.args)
@@ -222,23 +246,33 @@ static long *ffi_seeds(XLA_FFI_Buffer *const *b, const int *core, int na, long *
 XLA_FFI_Error *lsa_ffi(XLA_FFI_CallFrame *cf) {
     if (ffi_metadata(cf)) return NULL;
     XLA_FFI_Buffer *const *a = ARGS(cf), *const *r = RETS(cf);
-    static const int core[5] = {4, 4, 3, 2, 1};
-    const int L = (int)LAST(a[0], 4), H = (int)LAST(a[0], 3), D = (int)LAST(a[0], 1);
+    static const int core[5] = {4, 4, 3, 2, 1}, rcore[3] = {0, 4, 4};
+    const char *what = "lsa kernel";
+    if (cf->args.size != 5 || cf->rets.size != 3 || a[0]->rank < 4 || a[4]->rank < 1)
+        return ffi_invalid(cf, what, "5 arguments, 3 results");
+    const XLA_FFI_DataType t = a[2]->dtype;
+    const int64_t L = LAST(a[0], 4), H = LAST(a[0], 3), D = LAST(a[0], 1), B = LAST(a[4], 1);
+    const int64_t par[4] = {L, H, D, D}, Sd[3] = {B, D, D}, zd[2] = {B, D}, yd[1] = {B};
+    if ((t != XLA_FFI_DataType_F32 && t != XLA_FFI_DataType_F64) || !ffi_shaped(a[0], t, 4, par)
+        || !ffi_shaped(a[1], t, 4, par) || !ffi_shaped(a[2], t, 3, Sd) || !ffi_shaped(a[3], t, 2, zd)
+        || !ffi_shaped(a[4], t, 1, yd) || !ffi_shaped(r[1], t, 4, par) || !ffi_shaped(r[2], t, 4, par)
+        || r[0]->dtype != t)
+        return ffi_invalid(cf, what, "P, Q (..., L, H, D, D), S (..., B, D, D), zq (..., B, D), y (..., B), all "
+                                     "float32 or all float64");
     unsigned char mask[2 * DMAX * DMAX];
     const XLA_FFI_ByteSpan *tr = ffi_attr(cf, "trained", XLA_FFI_AttrType_STRING);
     for (int k = 0; k < 2 * D * D && D <= DMAX; k++) mask[k] = tr && (size_t)k < tr->len ? tr->ptr[k] == '1' : 1;
-    long ns;
-    long *ix = ffi_seeds(a, core, 5, &ns);
-    if (!ix) return ffi_failed(cf, "lsa kernel", 2, "");
+    long ns, *ix;
+    const char *bad = ffi_seeds(a, core, 5, r, rcore, 3, &ns, &ix);
+    if (bad) return ffi_invalid(cf, what, bad);
     const int g = (int)ffi_int(cf, "want_grad"), th = (int)ffi_int(cf, "threads");
-    const long B = LAST(a[4], 1);
-    const int rc = a[2]->dtype == XLA_FFI_DataType_F64
+    const int rc = t == XLA_FFI_DataType_F64
         ? lsa_f64(ns, L, H, D, B, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, a[4]->data, r[0]->data,
                   r[1]->data, r[2]->data, mask, mask + D * D, g, th)
         : lsa_f32(ns, L, H, D, B, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, a[4]->data, r[0]->data,
                   r[1]->data, r[2]->data, mask, mask + D * D, g, th);
     free(ix);
-    return rc ? ffi_failed(cf, "lsa kernel", rc, "D = d + 1 must be the library's, at most 16") : NULL;
+    return rc ? ffi_failed(cf, what, rc, "D = d + 1 must be the library's, at most 16") : NULL;
 }
 
 /* Column form: args P, Q (…, L, H, D, D), Z (…, B, D, N), y (…, B); rets loss (…), gP, gQ; attrs threads,
@@ -246,20 +280,29 @@ XLA_FFI_Error *lsa_ffi(XLA_FFI_CallFrame *cf) {
 XLA_FFI_Error *attn_ffi(XLA_FFI_CallFrame *cf) {
     if (ffi_metadata(cf)) return NULL;
     XLA_FFI_Buffer *const *a = ARGS(cf), *const *r = RETS(cf);
-    static const int core[4] = {4, 4, 3, 1};
-    long ns;
-    long *ix = ffi_seeds(a, core, 4, &ns);
-    if (!ix) return ffi_failed(cf, "attention kernel", 2, "");
-    const int L = (int)LAST(a[0], 4), H = (int)LAST(a[0], 3), D = (int)LAST(a[0], 1), N = (int)LAST(a[2], 1);
+    static const int core[4] = {4, 4, 3, 1}, rcore[3] = {0, 4, 4};
+    const char *what = "attention kernel";
+    if (cf->args.size != 4 || cf->rets.size != 3 || a[0]->rank < 4 || a[2]->rank < 3 || a[3]->rank < 1)
+        return ffi_invalid(cf, what, "4 arguments, 3 results");
+    const XLA_FFI_DataType t = a[2]->dtype;
+    const int64_t L = LAST(a[0], 4), H = LAST(a[0], 3), D = LAST(a[0], 1), N = LAST(a[2], 1), B = LAST(a[3], 1);
+    const int64_t par[4] = {L, H, D, D}, Zd[3] = {B, D, N}, yd[1] = {B};
+    if ((t != XLA_FFI_DataType_F32 && t != XLA_FFI_DataType_F64) || !ffi_shaped(a[0], t, 4, par)
+        || !ffi_shaped(a[1], t, 4, par) || !ffi_shaped(a[2], t, 3, Zd) || !ffi_shaped(a[3], t, 1, yd)
+        || !ffi_shaped(r[1], t, 4, par) || !ffi_shaped(r[2], t, 4, par) || r[0]->dtype != t)
+        return ffi_invalid(cf, what, "P, Q (..., L, H, D, D), Z (..., B, D, n + 1), y (..., B), all float32 or all "
+                                     "float64");
+    long ns, *ix;
+    const char *bad = ffi_seeds(a, core, 4, r, rcore, 3, &ns, &ix);
+    if (bad) return ffi_invalid(cf, what, bad);
     const int act = (int)ffi_int(cf, "act"), g = (int)ffi_int(cf, "want_grad"), th = (int)ffi_int(cf, "threads");
-    const long B = LAST(a[3], 1);
-    const int rc = a[2]->dtype == XLA_FFI_DataType_F64
+    const int rc = t == XLA_FFI_DataType_F64
         ? attn_f64(ns, L, H, D, N, B, act, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, r[0]->data,
                    r[1]->data, r[2]->data, g, th)
         : attn_f32(ns, L, H, D, N, B, act, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, r[0]->data,
                    r[1]->data, r[2]->data, g, th);
     free(ix);
-    return rc ? ffi_failed(cf, "attention kernel", rc, "D = d + 1 must be the library's, at most 16; n >= 1") : NULL;
+    return rc ? ffi_failed(cf, what, rc, "D = d + 1 must be the library's, at most 16; n >= 1") : NULL;
 }
 
 /* Sampler: args Ssq, Wsq (…, d, d), sigma (…), key (…, 2) uint32; rets S (…, B, D, D), zq (…, B, D), yq (…, B),
@@ -267,19 +310,31 @@ XLA_FFI_Error *attn_ffi(XLA_FFI_CallFrame *cf) {
 XLA_FFI_Error *sample_ffi(XLA_FFI_CallFrame *cf) {
     if (ffi_metadata(cf)) return NULL;
     XLA_FFI_Buffer *const *a = ARGS(cf), *const *r = RETS(cf);
-    static const int core[4] = {2, 2, 0, 1};
-    long ns;
-    long *ix = ffi_seeds(a, core, 4, &ns);
-    if (!ix) return ffi_failed(cf, "prompt sampler", 2, "");
     const int cols = (int)ffi_int(cf, "columns"), n = (int)ffi_int(cf, "n"), th = (int)ffi_int(cf, "threads");
-    const int d = (int)LAST(a[0], 1);
-    const long B = LAST(r[cols ? 1 : 2], 1);
-    void *zq = cols ? NULL : r[1]->data, *yq = r[cols ? 1 : 2]->data;
-    const int rc = a[0]->dtype == XLA_FFI_DataType_F64
-        ? sample_f64(ns, d, n, B, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, r[0]->data, zq, yq, cols, th)
-        : sample_f32(ns, d, n, B, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, r[0]->data, zq, yq, cols, th);
+    static const int core[4] = {2, 2, 0, 1}, rmom[3] = {3, 2, 1}, rcol[2] = {3, 1};
+    const char *what = "prompt sampler";
+    if (cf->args.size != 4 || cf->rets.size != (cols ? 2 : 3) || a[0]->rank < 2 || r[cols ? 1 : 2]->rank < 1)
+        return ffi_invalid(cf, what, "4 arguments, 3 results (2 with columns)");
+    const XLA_FFI_DataType t = a[0]->dtype;
+    XLA_FFI_Buffer *yq = r[cols ? 1 : 2];
+    const int64_t d = LAST(a[0], 1), B = LAST(yq, 1), D = d + 1;
+    const int64_t sq[2] = {d, d}, key[1] = {2}, Sd[3] = {B, D, cols ? n + 1 : D}, zd[2] = {B, D}, yd[1] = {B};
+    if ((t != XLA_FFI_DataType_F32 && t != XLA_FFI_DataType_F64) || !ffi_shaped(a[0], t, 2, sq)
+        || !ffi_shaped(a[1], t, 2, sq) || !ffi_shaped(a[2], t, 0, NULL)
+        || !ffi_shaped(a[3], XLA_FFI_DataType_U32, 1, key)
+        || !ffi_shaped(r[0], t, 3, Sd) || !ffi_shaped(yq, t, 1, yd) || (!cols && !ffi_shaped(r[1], t, 2, zd)))
+        return ffi_invalid(cf, what, "Ssq, Wsq (..., d, d), sigma (...), key (..., 2) uint32, float32 or float64");
+    long ns, *ix;
+    const char *bad = ffi_seeds(a, core, 4, r, cols ? rcol : rmom, cols ? 2 : 3, &ns, &ix);
+    if (bad) return ffi_invalid(cf, what, bad);
+    void *zq = cols ? NULL : r[1]->data;
+    const int rc = t == XLA_FFI_DataType_F64
+        ? sample_f64(ns, d, n, B, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, r[0]->data, zq, yq->data, cols,
+                     th)
+        : sample_f32(ns, d, n, B, ix, a[0]->data, a[1]->data, a[2]->data, a[3]->data, r[0]->data, zq, yq->data, cols,
+                     th);
     free(ix);
-    return rc ? ffi_failed(cf, "prompt sampler", rc, "d must be the library's D - 1, at most 15") : NULL;
+    return rc ? ffi_failed(cf, what, rc, "d must be the library's D - 1, at most 15") : NULL;
 }
 
 #else /* ============================ typed part (REAL, VEC, FN) ============================ */
@@ -777,7 +832,8 @@ INLINE void FN(cbwd)(const int D, const int N, const int H, const int act, const
 /* Loss (1/B) sum_b (Z_L[D-1, N-1] + y_b)^2 of NS seeds and its gradient w.r.t. every P, Q (NS, L, H, D, D);
  * Z: (NS, B, D, N) prompt matrices, y: (NS, B). */
 int FN(attn)(int NS, int L, int H, int D, int N, long B, int act, const long *ix, const REAL *Pall,
-             const REAL *Qall, const REAL *Zall, const REAL *yall, REAL *loss_out, REAL *gP, REAL *gQ, int want_grad, int nthreads) {
+             const REAL *Qall, const REAL *Zall, const REAL *yall, REAL *loss_out, REAL *gP, REAL *gQ, int want_grad,
+             int nthreads) {
     if (D != DCONST || N < 2 || act < 0 || act > 3) return 1;
     const long ngrp = (B + VL - 1) / VL, npar = (long)L * H * D * D;
     const int DN = D * N, NN = N * N;

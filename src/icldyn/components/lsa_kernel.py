@@ -15,9 +15,9 @@ math), then the same without OpenMP, without libmvec and without ``-march=native
 output is kept in ``<cache>/lsa<D>_<id>.log``; the FFI headers are jaxlib's (``jax.ffi.include_dir()``).
 A library is cached per source, flags, CPU, compiler identity and jaxlib version; older libraries of the same D
 and compiler are pruned. Where no build works, :func:`status` says why, one line is printed once per process, and
-models use the pure-JAX moment form, which is also the reference the tests compare this kernel against. ``ICLDYN_NO_KERNEL=1`` disables the kernel;
-``CC`` picks the compiler; ``ICLDYN_KERNEL_CACHE`` the cache folder (default
-``$XDG_CACHE_HOME/icldyn/kernels``, i.e. ``~/.cache/icldyn/kernels``).
+models use the pure-JAX moment form, which is also the reference the tests compare this kernel against.
+``ICLDYN_NO_KERNEL=1`` disables the kernel; ``CC`` picks the compiler; ``ICLDYN_KERNEL_CACHE`` the cache folder
+(default ``$XDG_CACHE_HOME/icldyn/kernels``, i.e. ``~/.cache/icldyn/kernels``).
 """
 
 from __future__ import annotations
@@ -190,9 +190,9 @@ def _build(D: int) -> tuple[dict[str, str] | None, Status]:
                 continue
             origin = "built"
         try:
-            lib = ctypes.CDLL(str(out))
-        except OSError as err:
-            log.append(f"--- variant {name}: the library does not load: {err}")
+            targets = _register(ctypes.CDLL(str(out)), D, key)
+        except (OSError, AttributeError, RuntimeError, ValueError) as err:  # not loaded, or its handlers refused
+            log.append(f"--- variant {name}: the library does not load or register with XLA: {err}")
             first_reason = first_reason or f"the built library does not load ({str(err)[:120]})"
             out.unlink(missing_ok=True)
             continue
@@ -202,7 +202,7 @@ def _build(D: int) -> tuple[dict[str, str] | None, Status]:
             _prune(folder, D, prefix, out)
         built = name if first_reason is None else f"{name}, not a faster variant: {first_reason}"
         log_path = str(logfile) if logfile.exists() else None
-        return _register(lib, D, key), Status(True, origin, built, ident, str(out), log_path)
+        return targets, Status(True, origin, built, ident, str(out), log_path)
     logfile = folder / f"lsa{D}_{ctag}_failed.log"
     _write_log(logfile, log)
     return unavailable("unavailable", f"{first_reason} (log: {logfile})", str(logfile))
@@ -253,15 +253,25 @@ def explain_fallback(D: int) -> None:
 ACTIVATIONS = ("linear", "relu", "softmax", "softmax_masked")  # the column kernel's codes 0…3
 
 
-def _call(D: int, fn: str, results, *args, **attrs):
-    """The kernel ``fn`` (lsa, attn, sample) of the library for D as an XLA custom call, leading axes of the
-    arguments broadcasting (and, under ``vmap``, every seed in one call)."""
-    return jax.ffi.ffi_call(_build(D)[0][fn], results, vmap_method="expand_dims")(*args, **attrs)
+def _call(fn: str, D: int, dtype, args: list[tuple[jax.Array, int]], results: list[tuple[int, ...]], **attrs):
+    """The kernel ``fn`` (lsa, attn, sample) of the library for D as an XLA custom call on ``args``, (array,
+    number of its trailing core axes) pairs: float arrays in ``dtype``, their leading (seed) axes broadcast (padded
+    with 1s to one count, which ``vmap`` then extends alike: every seed in one call); ``results``: each result's
+    core shape, after the common leading axes."""
+    args = [(a if a.dtype == jnp.uint32 else a.astype(dtype), k) for a, k in args]
+    lead = np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in args))
+    padded = [a.reshape((1,) * (len(lead) - a.ndim + k) + a.shape) for a, k in args]
+    shapes = tuple(jax.ShapeDtypeStruct(lead + core, dtype) for core in results)
+    return jax.ffi.ffi_call(_build(D)[0][fn], shapes, vmap_method="expand_dims")(*padded, **attrs)
 
 
-def _lead(*pairs) -> tuple[int, ...]:
-    """The broadcast leading (seed) axes of (array, number of its trailing core axes) pairs."""
-    return np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in pairs))
+def _cotangent(g, grad, like):
+    """The loss's cotangent ``g`` (one per seed) times its gradient, summed down to the shape of ``like`` (the
+    parameter, whose seed axes may have broadcast), in its dtype."""
+    out = g.reshape(g.shape + (1,) * 4) * grad
+    out = out.sum(tuple(range(out.ndim - like.ndim)))
+    axes = tuple(i for i, (a, b) in enumerate(zip(like.shape, out.shape)) if a == 1 and b != 1)
+    return out.sum(axes, keepdims=True).astype(like.dtype)
 
 
 def sample_moments(task, key: jax.Array, batch: int, n: int, threads: int = 1, columns: bool = False):
@@ -269,73 +279,62 @@ def sample_moments(task, key: jax.Array, batch: int, n: int, threads: int = 1, c
     :func:`icldyn.components.prompts.sample_prompts` followed by ``moments``; the bits of the JAX PRNG ``key``
     seed Philox. ``columns``: the same prompts as (Z_0, y_q) instead, Z_0 the prompt matrix (…, batch, d+1, n+1) of
     ``data.prompt_matrix``. Under ``vmap`` over seeds, every seed is drawn in one call."""
-    dtype = task.sigma_sqrt.dtype
     d = task.sigma_sqrt.shape[-1]
-    args = (task.sigma_sqrt, jnp.asarray(task.w_sqrt, dtype), jnp.asarray(task.noise_std, dtype),
-            jax.random.bits(key, (2,), jnp.uint32))
-    lead = _lead(*zip(args, (2, 2, 0, 1)))
-    cores = ((batch, d + 1, n + 1), (batch,)) if columns else ((batch, d + 1, d + 1), (batch, d + 1), (batch,))
-    results = tuple(jax.ShapeDtypeStruct(lead + c, dtype) for c in cores)
-    return _call(d + 1, "sample", results, *args, threads=np.int32(threads), n=np.int32(n),
+    args = [(task.sigma_sqrt, 2), (jnp.asarray(task.w_sqrt), 2), (jnp.asarray(task.noise_std), 0),
+            (jax.random.bits(key, (2,), jnp.uint32), 1)]
+    cores = [(batch, d + 1, n + 1), (batch,)] if columns else [(batch, d + 1, d + 1), (batch, d + 1), (batch,)]
+    return _call("sample", d + 1, task.sigma_sqrt.dtype, args, cores, threads=np.int32(threads), n=np.int32(n),
                  columns=np.int32(columns))
 
 
-def _callback(P, Q, S, zq, y, want_grad: bool, threads: int, trained):
-    dtype = S.dtype
-    P, Q = P.astype(dtype), Q.astype(dtype)
-    lead = _lead((P, 4), (Q, 4), (S, 3), (zq, 2), (y, 1))
-    results = (jax.ShapeDtypeStruct(lead, dtype), jax.ShapeDtypeStruct(lead + P.shape[-4:], dtype),
-               jax.ShapeDtypeStruct(lead + Q.shape[-4:], dtype))
+def _lsa(P, Q, S, zq, y, want_grad: bool, threads: int, trained):
     masks = {} if trained is None else {"trained": "".join("1" if v else "0" for v in np.ravel(trained))}
-    return _call(P.shape[-1], "lsa", results, P, Q, S, zq, y, threads=np.int32(threads),
-                 want_grad=np.int32(want_grad), **masks)
+    return _call("lsa", P.shape[-1], S.dtype, [(P, 4), (Q, 4), (S, 3), (zq, 2), (y, 1)],
+                 [(), P.shape[-4:], Q.shape[-4:]], threads=np.int32(threads), want_grad=np.int32(want_grad), **masks)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6))
 def loss(P, Q, S, zq, y, threads: int = 1, trained=None):
     """Mean squared readout error of the moment-form forward, differentiable in P and Q. ``trained``:
     optional hashable (P mask, Q mask), nested tuples of bools, of the entries a parameterisation trains;
-    the gradient of the other entries is returned as 0 and not computed."""
-    return _callback(P, Q, S, zq, y, False, threads, trained)[0]
+    the gradient of the other entries is returned as 0 and not computed. Leading (seed) axes broadcast: one loss
+    per seed."""
+    return _lsa(P, Q, S, zq, y, False, threads, trained)[0]
 
 
 def _fwd(P, Q, S, zq, y, threads, trained):
-    value, gP, gQ = _callback(P, Q, S, zq, y, True, threads, trained)
-    return value, (gP, gQ, S, zq, y)
+    value, gP, gQ = _lsa(P, Q, S, zq, y, True, threads, trained)
+    return value, (gP, gQ, P, Q, S, zq, y)
 
 
 def _bwd(threads, trained, res, g):
-    gP, gQ, S, zq, y = res
-    return g * gP, g * gQ, jnp.zeros_like(S), jnp.zeros_like(zq), jnp.zeros_like(y)
+    gP, gQ, P, Q, S, zq, y = res
+    return _cotangent(g, gP, P), _cotangent(g, gQ, Q), jnp.zeros_like(S), jnp.zeros_like(zq), jnp.zeros_like(y)
 
 
 loss.defvjp(_fwd, _bwd)
 
 
-def _attn_callback(P, Q, Z, y, activation: str, want_grad: bool, threads: int):
-    dtype = Z.dtype
-    P, Q = P.astype(dtype), Q.astype(dtype)
-    lead = _lead((P, 4), (Q, 4), (Z, 3), (y, 1))
-    results = (jax.ShapeDtypeStruct(lead, dtype), jax.ShapeDtypeStruct(lead + P.shape[-4:], dtype),
-               jax.ShapeDtypeStruct(lead + Q.shape[-4:], dtype))
-    return _call(P.shape[-1], "attn", results, P, Q, Z, y, act=np.int32(ACTIVATIONS.index(activation)),
-                 threads=np.int32(threads), want_grad=np.int32(want_grad))
+def _attn(P, Q, Z, y, activation: str, want_grad: bool, threads: int):
+    return _call("attn", P.shape[-1], Z.dtype, [(P, 4), (Q, 4), (Z, 3), (y, 1)], [(), P.shape[-4:], Q.shape[-4:]],
+                 act=np.int32(ACTIVATIONS.index(activation)), threads=np.int32(threads), want_grad=np.int32(want_grad))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
 def attn_loss(P, Q, Z, y, activation: str = "softmax", threads: int = 1):
-    """Mean squared readout error of the column form with ``activation``, its loss and gradient fused in C."""
-    return _attn_callback(P, Q, Z, y, activation, False, threads)[0]
+    """Mean squared readout error of the column form with ``activation``, its loss and gradient fused in C. Leading
+    (seed) axes broadcast: one loss per seed."""
+    return _attn(P, Q, Z, y, activation, False, threads)[0]
 
 
 def _attn_fwd(P, Q, Z, y, activation, threads):
-    value, gP, gQ = _attn_callback(P, Q, Z, y, activation, True, threads)
-    return value, (gP, gQ, Z, y)
+    value, gP, gQ = _attn(P, Q, Z, y, activation, True, threads)
+    return value, (gP, gQ, P, Q, Z, y)
 
 
 def _attn_bwd(activation, threads, res, g):
-    gP, gQ, Z, y = res
-    return g * gP, g * gQ, jnp.zeros_like(Z), jnp.zeros_like(y)
+    gP, gQ, P, Q, Z, y = res
+    return _cotangent(g, gP, P), _cotangent(g, gQ, Q), jnp.zeros_like(Z), jnp.zeros_like(y)
 
 
 attn_loss.defvjp(_attn_fwd, _attn_bwd)

@@ -216,7 +216,8 @@ def init_states(problem: Problem, opt: Optimizer, tasks: PyTree, keys: jax.Array
     args = (tasks, keys, keys if init_keys is None else init_keys)
     params, opt_state, k_loop = jit_once(over_seeds(init, problem.seed_map))(*args)  # it runs once
     # the batch slot holds zeros of the sampler's shapes: step 0 always draws (step % resample_every == 0), so no
-    # first batch is drawn, and nothing is compiled for it; the shapes come from tracing alone, the zeros from the host (jnp.asarray would compile a copy per shape)
+    # first batch is drawn, and nothing is compiled for it; the shapes come from tracing alone, the zeros from the
+    # host (jnp.asarray would compile a copy per shape)
     shapes = jax.eval_shape(over_seeds(_sampler(problem, np.zeros((), np.int32)), problem.seed_map), tasks, keys)
     batch = jax.tree.map(lambda s: jax.device_put(np.zeros(s.shape, s.dtype)), shapes)
     state = TrainState(params, opt_state, batch, k_loop, jax.device_put(np.zeros(len(keys), np.int32)))
