@@ -102,8 +102,8 @@ lines += ["Other combinations refused before any work: `model.kind` and `data.ki
           "`covariance_matrix` or `w_covariance` that is not d×d symmetric positive definite; `model.forward = "
           "'moments'` with a nonlinear `model.activation`; "
           "the C kernel with "
-          "d > 15; and, on a machine where the C kernel cannot be built, an explicit `model.forward = 'kernel'` or "
-          "`data.sampler = 'kernel'`. A setting that is valid but outside a paper's assumptions (Huang et al.'s "
+          "d > 15; and, on a machine where the C kernel cannot be built (or a backend other than the CPU), an "
+          "explicit `model.forward = 'kernel'` or `data.sampler = 'kernel'`. A setting that is valid but outside a paper's assumptions (Huang et al.'s "
           "N ≫ K³, Goel et al.'s ‖MΣ^½‖ < 1/16, …) runs, and its `summary.json` (`assumptions_not_met`) and "
           "`report.md` say which assumption is not met.", "",
           "## Environment", "",
