@@ -11,3 +11,11 @@ def results_dir(quick: bool) -> Path:
     out = HERE / "results" / ("quick" if quick else "")
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def reference():
+    """(torch, Reference): Garg et al.'s ``TransformerModel`` on PyTorch, defined once, by the parity test
+    (tests/test_garg.py); run from the repository's root. ImportError without torch or transformers."""
+    from tests.test_garg import reference_model
+
+    return reference_model()

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks import HERE, results_dir
+from benchmarks import HERE, reference, results_dir
 
 D, POINTS, BATCH, LR = 20, 41, 64, 1e-4
 
@@ -57,11 +57,11 @@ def worker(threads: int, quick: bool, vmap: bool = False) -> dict:
     import jax
     import jax.numpy as jnp
     import optax
-    import torch
 
     from icldyn.runtime import setup_jax
 
     setup_jax()
+    torch, Reference = reference()  # Garg et al.'s TransformerModel, defined once (the parity test)
     torch.set_num_threads(threads)
     from icldyn.components import gpt
     from icldyn.components.prompts import Prompts
@@ -70,7 +70,6 @@ def worker(threads: int, quick: bool, vmap: bool = False) -> dict:
     from icldyn.recipe import flat_params
     from icldyn.train.loop import init_states, make_chunk
     from icldyn.train.optimizers import build_optimizer
-    from tests.test_garg import Reference  # Garg et al.'s TransformerModel, defined once (the parity test)
 
     def cfg_of(size: str, dtype: str = "float32"):
         return get("garg-linear").config({"data": {"d": D, "n": POINTS - 1, "dims_start": None, "points_start": None,

@@ -6,8 +6,10 @@ import pytest
 from icldyn.components import draws
 
 
-@pytest.mark.parametrize("shape", [(), (3,), (7, 13, 5), (300, 41)])
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+# each dtype at two size classes (float32: a scalar, 455 values; float64: 3, 12 300): a case per pair, as each case
+# compiles jax.random's own programs for its shape
+@pytest.mark.parametrize("shape, dtype", [((), jnp.float32), ((7, 13, 5), jnp.float32), ((3,), jnp.float64),
+                                          ((300, 41), jnp.float64)])
 def test_draws_are_jax_random_bit_for_bit_from_one_program_per_size_class(shape, dtype):
     key = jax.random.PRNGKey(5)
     assert np.array_equal(draws.normal(key, shape, dtype), jax.random.normal(key, shape, dtype))

@@ -2,6 +2,8 @@
 baseline zoo against its closed forms, the causal-prefix identity of the curriculum, and the plug-in's claims (each
 shown to fail when what it checks is broken)."""
 
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,11 +16,12 @@ from icldyn.papers.garg import theory
 from icldyn.runtime import jit_once
 
 
-def _reference():
-    """Garg et al.'s model on PyTorch (imported here, not at collection: only this file's parity test needs it, and
-    each xdist worker collects every module)."""
-    torch = pytest.importorskip("torch")  # the test extra installs torch (CPU) and transformers
-    transformers = pytest.importorskip("transformers")
+def reference_model():
+    """(torch, Reference): Garg et al.'s model on PyTorch, imported here, not at collection (only this file's parity
+    test needs it, and each xdist worker collects every module); the benchmarks take it too (``benchmarks.reference``).
+    ImportError without torch or transformers."""
+    import torch
+    import transformers
 
     class Reference(torch.nn.Module):
         """Garg et al.'s ``TransformerModel`` (src/models.py) as their code builds it: GPT2Model between two
@@ -42,8 +45,10 @@ def _reference():
 
 
 @pytest.mark.parametrize("precision", ["float32", "float64"])
-def test_state_dict_loads_to_the_reference_predictions(precision):
-    torch, Reference = _reference()
+def test_state_dict_loads_to_the_reference_predictions(precision, monkeypatch):
+    pytest.importorskip("torch")  # the test extra installs torch (CPU) and transformers
+    pytest.importorskip("transformers")
+    torch, Reference = reference_model()
     torch.manual_seed(0)
     tdt = getattr(torch, precision)
     ref = Reference(5, 11, 64, 3, 2).to(tdt).eval()
@@ -59,6 +64,11 @@ def test_state_dict_loads_to_the_reference_predictions(precision):
     broken = jax.tree.map(lambda a: a, params)
     broken["h"]["attn"]["c_proj_w"] = params["h"]["attn"]["c_proj_w"].at[1].set(params["h"]["attn"]["c_proj_w"][1].T)
     assert rel(broken) > 1e-3
+    # the benchmarks (benchmarks/garg.py, gpu.py) time this model: taken through benchmarks.reference()
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent))
+    from benchmarks import reference
+
+    assert reference()[1](5, 11, 64, 3, 2).state_dict().keys() == ref.state_dict().keys()
 
 
 def test_init_matches_hugging_face_scales():

@@ -230,3 +230,21 @@ def test_an_explicit_kernel_on_another_backend_is_one_line(monkeypatch):
                                           r"it runs on the CPU backend, this one is gpu; allowed: 'auto', 'moments'"):
         resolve_forward(LinearAttentionModel(forward="kernel"), 5)
     assert resolve_forward(LinearAttentionModel(forward="auto"), 5) == "moments"
+
+
+def test_a_pure_jax_run_does_not_build_the_kernel_to_report_it(monkeypatch):
+    """``summary.json``'s execution for an explicit JAX form and sampler: no kernel built only to record its status
+    (a compiler call, or a failed one, for a run that never calls it); ``auto`` still asks for it."""
+    from icldyn.components import linear_attention
+    from icldyn.plugins import get
+
+    asked = []
+    off = kernel.Status(False, "disabled", "off", "", None, None)
+    monkeypatch.setattr(kernel, "status", lambda D: asked.append(D) or off)
+    monkeypatch.setattr(kernel, "available", lambda D: False)
+    cfg = get("quickstart").config({"model": {"forward": "moments"}, "data": {"sampler": "jax"}})
+    ex = linear_attention.execution(cfg)
+    assert (ex["forward"], ex["sampler"], ex["kernel"], asked) == ("moments", "jax", None, [])
+    assert ex["note"].endswith("C kernel not asked for")
+    ex = linear_attention.execution(cfg.model_copy(update={"model": cfg.model.model_copy(update={"forward": "auto"})}))
+    assert (ex["forward"], ex["kernel"]["origin"], set(asked)) == ("moments", "disabled", {cfg.data.d + 1})

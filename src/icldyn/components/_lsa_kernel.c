@@ -144,10 +144,12 @@ static XLA_FFI_Error *ffi_error(const XLA_FFI_CallFrame *cf, XLA_FFI_Error_Code 
     return cf->api->XLA_FFI_Error_Create(&a);
 }
 
+static const char FFI_OOM[] = "out of memory for its scratch buffers";
+
 /* A kernel's non-zero return code in words (1: shapes it was not built for; 2: its scratch memory refused). */
 static XLA_FFI_Error *ffi_failed(const XLA_FFI_CallFrame *cf, const char *what, int rc, const char *shapes) {
     char msg[160];
-    if (rc == 2) snprintf(msg, sizeof msg, "%s failed: out of memory for its scratch buffers", what);
+    if (rc == 2) snprintf(msg, sizeof msg, "%s failed: %s", what, FFI_OOM);
     else snprintf(msg, sizeof msg, "%s failed: code %d; %s", what, rc, shapes);
     return ffi_error(cf, rc == 2 ? XLA_FFI_Error_Code_RESOURCE_EXHAUSTED : XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
 }
@@ -208,7 +210,7 @@ static const char *ffi_seeds(XLA_FFI_Buffer *const *b, const int *core, int na, 
     *ns = 1;
     for (int j = 0; j < nl; j++) *ns *= lead[j];
     *ix = malloc(sizeof(long) * (size_t)(*ns > 0 ? *ns : 1) * na);
-    if (!*ix) return "out of memory for its scratch buffers";
+    if (!*ix) return FFI_OOM;
     for (long s = 0; s < *ns; s++)
         for (int k = 0; k < na; k++) {
             long rem = s, at = 0, stride = 1;
@@ -230,10 +232,12 @@ static int ffi_shaped(const XLA_FFI_Buffer *b, XLA_FFI_DataType dtype, int n, co
     return 1;
 }
 
+/* What is wrong with a call: its arguments (INVALID_ARGUMENT), or the seed table's memory refused (FFI_OOM). */
 static XLA_FFI_Error *ffi_invalid(const XLA_FFI_CallFrame *cf, const char *what, const char *why) {
     char msg[200];
     snprintf(msg, sizeof msg, "%s: %s", what, why);
-    return ffi_error(cf, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+    return ffi_error(cf, why == FFI_OOM ? XLA_FFI_Error_Code_RESOURCE_EXHAUSTED : XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                     msg);
 }
 
 #define ARGS(cf) ((XLA_FFI_Buffer *const *)(cf)->args.args)

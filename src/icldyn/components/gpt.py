@@ -150,6 +150,30 @@ def layer_norm(h: jax.Array, p: Params) -> jax.Array:
     return _layer_norm(h, p["g"], p["b"])
 
 
+@jax.custom_vjp
+def dense(x: jax.Array, w: jax.Array) -> jax.Array:
+    """x @ w (x: (…, i), w: (i, o)), with its weight gradient Σ_t x_tᵀ g_t computed with the narrower of x and the
+    cotangent g on the left — for the wider, as (Σ_t g_tᵀ x_t)ᵀ, the same sums. XLA's CPU backend runs a product
+    whose left operand is contracted over its rows at full rate only when that operand is the narrower: the MLP's
+    c_proj gradient (5 248 × 512 on the left) ran at half the rate by its generic dot (measured, docs/performance.md
+    §10); the gradients are unchanged."""
+    return x @ w
+
+
+def _dense_fwd(x, w):
+    return x @ w, (x, w)
+
+
+def _dense_bwd(res, g):
+    x, w = res
+    x2, g2 = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
+    dw = x2.T @ g2 if x2.shape[1] <= g2.shape[1] else jax.lax.optimization_barrier(g2.T @ x2).T
+    return g @ w.T, dw
+
+
+dense.defvjp(_dense_fwd, _dense_bwd)
+
+
 def causal_mask(T: int, queries: slice = slice(None)) -> jax.Array:
     """(q, T) booleans: query position i (of ``range(T)[queries]``) sees key position j ≤ i."""
     return jnp.arange(T)[None, :] <= jnp.arange(T)[queries][:, None]
@@ -176,8 +200,8 @@ def block(h: jax.Array, p: Params, n_head: int, queries: slice = slice(None)) ->
     """One GPT-2 block: h + Attn(LN₁ h), then + MLP(LN₂ ·) (pre-LayerNorm; GELU in its tanh form, ``gelu_new``), at
     the positions ``queries`` (all; the last block needs only the x tokens, which is exact)."""
     h = h[:, queries] + _attention(layer_norm(h, p["ln_1"]), p["attn"], n_head, queries)
-    m = jax.nn.gelu(layer_norm(h, p["ln_2"]) @ p["mlp"]["c_fc_w"] + p["mlp"]["c_fc_b"], approximate=True)
-    return h + m @ p["mlp"]["c_proj_w"] + p["mlp"]["c_proj_b"]
+    m = jax.nn.gelu(dense(layer_norm(h, p["ln_2"]), p["mlp"]["c_fc_w"]) + p["mlp"]["c_fc_b"], approximate=True)
+    return h + dense(m, p["mlp"]["c_proj_w"]) + p["mlp"]["c_proj_b"]
 
 
 def predict(params: Params, xs: jax.Array, ys: jax.Array, n_head: int) -> jax.Array:

@@ -329,6 +329,9 @@ def execution(cfg: RunConfig) -> dict:
                           "allowed: 'auto', 'jax' (the same draws)")
     form = resolve_forward(cfg.model, cfg.data.d)
     sampler = resolve_sampler(cfg, form)
-    k = kernel.status(cfg.data.d + 1)
-    return {"forward": form, "sampler": sampler, "kernel": k.as_dict(), "threads": cfg.train.threads,
-            "note": f"forward `{form}`, sampler `{sampler}`; C kernel {k.origin} ({k.reason}; compiler {k.compiler})"}
+    k = None  # an explicit pure-JAX form and sampler: the kernel is not built only to be reported
+    if cfg.model.forward in ("auto", "kernel") or cfg.data.sampler == "kernel":
+        k = kernel.status(cfg.data.d + 1)
+    said = f"{k.origin} ({k.reason}; compiler {k.compiler})" if k else "not asked for"
+    return {"forward": form, "sampler": sampler, "kernel": k.as_dict() if k else None, "threads": cfg.train.threads,
+            "note": f"forward `{form}`, sampler `{sampler}`; C kernel {said}"}
