@@ -163,7 +163,8 @@ def worker(threads: int, quick: bool, vmap: bool = False) -> dict:
         print(f"{size}: icldyn {row['icldyn_steps_s']['median']:.2f} steps/s, PyTorch "
               f"{row['pytorch_steps_s']['median']:.2f} steps/s, ratio {row['ratio']['median']:.2f} "
               f"({row['ratio']['min']:.2f}–{row['ratio']['max']:.2f}); GFLOP/s {row['icldyn_gflops']:.1f} vs "
-              f"{row['pytorch_gflops']:.1f} (matmul peak {out['gflops_large_matmul']:.1f})", file=sys.stderr, flush=True)
+              f"{row['pytorch_gflops']:.1f} (matmul peak {out['gflops_large_matmul']:.1f})", file=sys.stderr,
+              flush=True)
 
     # -- many seeds: one program (seeds looped inside it, or vmapped) against the reference's models one after another
     def ref_steps(models, opts, k):
@@ -234,7 +235,8 @@ def worker(threads: int, quick: bool, vmap: bool = False) -> dict:
             out["seeds"].append(row)
             what = f"{n_seeds} seeds" + ("" if lrs is None else f" × {len(lrs)} learning rates")
             print(f"{size}, {what}, {threads} thread(s): icldyn {row['icldyn_seed_steps_s']['median']:.2f} "
-                  f"seed-steps/s (one program, {problem.seed_map}), PyTorch {row['pytorch_seed_steps_s']['median']:.2f} (one after "
+                  f"seed-steps/s (one program, {problem.seed_map}), PyTorch "
+                  f"{row['pytorch_seed_steps_s']['median']:.2f} (one after "
                   f"another), throughput ratio {row['ratio']['median']:.2f} ({row['ratio']['min']:.2f}–"
                   f"{row['ratio']['max']:.2f}); GFLOP/s {row['icldyn_gflops']:.1f} vs {row['pytorch_gflops']:.1f} "
                   f"(matmul peak {out['gflops_large_matmul']:.1f})", file=sys.stderr, flush=True)

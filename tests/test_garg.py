@@ -155,7 +155,8 @@ def test_causal_claim_fails_without_the_mask(monkeypatch):
     p = gpt.init(jax.random.PRNGKey(0), 3, 6, 16, 2, 2)
     P = fc.sample(fc.LinearRegression(d=3, n=5), jax.random.PRNGKey(1), 8, dtype=jnp.float32)
     assert garg_claims.causal_claim(p, 2, P.X, P.y, ks=[3]).passed
-    monkeypatch.setattr(gpt, "causal_mask", lambda T, queries=slice(None): jnp.ones((T, T), bool)[queries])  # bidirectional attention
+    bidirectional = lambda T, queries=slice(None): jnp.ones((T, T), bool)[queries]  # noqa: E731
+    monkeypatch.setattr(gpt, "causal_mask", bidirectional)
     assert not garg_claims.causal_claim(p, 2, P.X, P.y, ks=[3]).passed
 
 
