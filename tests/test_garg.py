@@ -71,6 +71,17 @@ def test_state_dict_loads_to_the_reference_predictions(precision, monkeypatch):
     assert reference()[1](5, 11, 64, 3, 2).state_dict().keys() == ref.state_dict().keys()
 
 
+def test_dense_gradients_are_the_products_in_either_orientation():
+    """``gpt.dense`` computes its weight gradient with the narrower operand on the left (x narrower, and x wider:
+    (gᵀx)ᵀ): both are autodiff's gradients of x @ w."""
+    grad = jax.jit(jax.grad(lambda f, x, w, c: jnp.sum(f(x, w) * c), argnums=(1, 2)), static_argnums=0)
+    for i, o in ((3, 5), (5, 3)):
+        x, w, c = (jax.random.normal(jax.random.PRNGKey(k), s, jnp.float64) for k, s in
+                   enumerate(((2, 7, i), (i, o), (2, 7, o))))
+        for a, b in zip(grad(gpt.dense, x, w, c), grad(jnp.matmul, x, w, c), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+
+
 def test_init_matches_hugging_face_scales():
     p = gpt.init(jax.random.PRNGKey(0), 20, 41, 128, 6, 4)
     assert {a.dtype for a in jax.tree.leaves(p)} == {jnp.dtype("float32")}
