@@ -51,14 +51,17 @@ def test_kill_9_leaves_a_readable_run_and_resume_is_bit_identical_same_config_sa
     proc = _icldyn("run", "quickstart", *SMALL, "--out", str(tmp_path / "b"))
     deadline = time.time() + 600
     sql = "SELECT max(step) FROM metrics WHERE point = 'model.layers=3'"
-    seen = None  # the query runs once per change of metrics.parts/ (a flushed chunk), not every 50 ms
+    seen = None  # the query runs once per change of metrics.parts/ (a flushed chunk), not every poll
     while time.time() < deadline:  # kill once the second point (3 layers) has flushed a few chunks
         parts = sorted((tmp_path / "b").glob("*/metrics.parts/*.parquet"))
         if parts and parts != seen:
             seen = parts
+            # paused while asked how far it got: on the kernel path the query outlasts the point's remaining chunks
+            os.kill(proc.pid, signal.SIGSTOP)
             if (query(tmp_path / "b", sql)[1][0][0] or 0) >= 100:
                 break
-        time.sleep(0.05)
+            os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(0.02)
     os.kill(proc.pid, signal.SIGSTOP)  # paused (its lock held) while a second writer tries
     running = next((tmp_path / "b").iterdir())
     assert [r["status"] for r in list_runs(tmp_path / "b")] == ["running"]
