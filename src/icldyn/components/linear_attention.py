@@ -329,9 +329,11 @@ def execution(cfg: RunConfig) -> dict:
                           "allowed: 'auto', 'jax' (the same draws)")
     form = resolve_forward(cfg.model, cfg.data.d)
     sampler = resolve_sampler(cfg, form)
-    k = None  # an explicit pure-JAX form and sampler: the kernel is not built only to be reported
-    if cfg.model.forward in ("auto", "kernel") or cfg.data.sampler == "kernel":
+    k, said = None, "not asked for"  # not built only to be reported: an explicit pure-JAX path, another backend
+    if jax.default_backend() != "cpu":
+        said = f"not used on the {jax.default_backend()} backend"
+    elif cfg.model.forward in ("auto", "kernel") or cfg.data.sampler == "kernel":
         k = kernel.status(cfg.data.d + 1)
-    said = f"{k.origin} ({k.reason}; compiler {k.compiler})" if k else "not asked for"
+        said = f"{k.origin} ({k.reason}; compiler {k.compiler})"
     return {"forward": form, "sampler": sampler, "kernel": k.as_dict() if k else None, "threads": cfg.train.threads,
             "note": f"forward `{form}`, sampler `{sampler}`; C kernel {said}"}
