@@ -35,10 +35,12 @@ def test_size_classes_draw_at_most_twice_up_to_coarse_and_a_quarter_more_above()
     assert len(set(got[small])) == 13 and len(set(got[large])) == 4 * 4  # one per octave 2^8…2^20, four above
 
 
-def test_an_initialisation_compiled_to_run_once_has_the_default_levels_bits():
-    """``runtime.jit_once`` (a run's initialisation, a test's reference draw) compiles at XLA's CPU O1
-    (``runtime.RUN_ONCE``, half the compile time of its hashes): threefry, the normal and uniform transforms and the
-    scales give the default level's bits; inside a trace it is a plain nested program."""
+def test_an_initialisation_compiled_to_run_once_has_the_default_levels_bits(monkeypatch):
+    """``runtime.jit_once`` (a run's initialisation, a test's reference draw) compiles at XLA's CPU O1 with the
+    classic elementwise emitter (``runtime.RUN_ONCE``, under half the compile time of its hashes): threefry, the
+    normal and uniform transforms and the scales give the default level's bits; inside a trace it is a plain nested
+    program; where the jaxlib lacks one of the options, a plain program."""
+    from icldyn import runtime
     from icldyn.runtime import jit_once
 
     def init(key):  # as the models draw: scaled normals and uniforms (a GPT's read-in), float32 and float64
@@ -54,3 +56,5 @@ def test_an_initialisation_compiled_to_run_once_has_the_default_levels_bits():
     assert all(np.array_equal(a, b) for a, b in zip(default, nested, strict=True))
     closed = jax.jit(lambda: jit_once(init)(jax.random.PRNGKey(9)))()  # inside a trace, concrete arguments only
     assert all(np.array_equal(a, b) for a, b in zip(jax.jit(init)(jax.random.PRNGKey(9)), closed, strict=True))
+    monkeypatch.setattr(runtime, "RUN_ONCE", {**runtime.RUN_ONCE, "xla_no_such_option": True})  # an older jaxlib
+    assert all(np.array_equal(a, b) for a, b in zip(default, jit_once(jax.vmap(init))(keys), strict=True))
