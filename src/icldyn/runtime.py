@@ -123,7 +123,7 @@ def setup_jax(cache_dir: str | None = None) -> None:
 
 # XLA's CPU backend at LLVM O1 without its expensive passes, its elementwise fusions emitted by the classic emitter
 # instead of the MLIR fusion emitters: a program that runs once (an initialisation, a test's reference draw) compiles
-# in under half the time — its threefry hashes above all (a `tiny` GPT's initialisation 1.9 s → 0.8 s) — with the
+# in about half the time — its threefry hashes above all (a `tiny` GPT's initialisation 1.9 s → 0.8 s) — with the
 # same bits (tested: normals and uniforms, float32 and float64, a GPT's initialisation); a program that runs many
 # times keeps the default (the classic emitter ran the `tiny` GPT's training chunk 7% slower: docs/performance.md §10)
 RUN_ONCE = {"xla_backend_optimization_level": 1, "xla_llvm_disable_expensive_passes": True,
@@ -134,21 +134,27 @@ def jit_once(fn, **jit_kwargs):
     """``jax.jit(fn, **jit_kwargs)`` for a program that runs once: compiled at :data:`RUN_ONCE` on a CPU, at the
     defaults on another backend and when called inside a trace (JAX takes compiler options for the outermost program
     only: an argument a tracer, or a trace with concrete arguments alone, which JAX refuses in one ValueError before
-    anything runs; and where this jaxlib lacks one of the options). ``jit_kwargs``: ``jax.jit``'s other arguments
-    (the compiler options are this helper's)."""
+    anything runs). Where this jaxlib lacks one of the options (``jax>=0.7`` is allowed), every call is a plain
+    program, found at the first. ``jit_kwargs``: ``jax.jit``'s other arguments (the compiler options are this
+    helper's)."""
     once, plain = jax.jit(fn, compiler_options=RUN_ONCE, **jit_kwargs), jax.jit(fn, **jit_kwargs)
+    unknown_option = []  # set at the first "No such compile option": later calls go straight to the plain program
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs)))
-        if traced or jax.default_backend() != "cpu":
+        if traced or unknown_option or jax.default_backend() != "cpu":
             return plain(*args, **kwargs)
         try:
             return once(*args, **kwargs)
-        except (ValueError, RuntimeError) as err:  # a trace with concrete arguments; a jaxlib without the option
-            if "compiler_options" not in str(err) and "No such compile option" not in str(err):
+        except ValueError as err:  # a trace with concrete arguments only
+            if "compiler_options" not in str(err):
                 raise
-            return plain(*args, **kwargs)
+        except RuntimeError as err:  # jax.errors.JaxRuntimeError, before anything runs
+            if "No such compile option" not in str(err):
+                raise
+            unknown_option.append(str(err))
+        return plain(*args, **kwargs)
 
     return call
 
