@@ -138,10 +138,11 @@ def jit_once(fn, **jit_kwargs):
     program, found at the first. ``jit_kwargs``: ``jax.jit``'s other arguments (the compiler options are this
     helper's)."""
     once, plain = jax.jit(fn, compiler_options=RUN_ONCE, **jit_kwargs), jax.jit(fn, **jit_kwargs)
-    unknown_option = []  # set at the first "No such compile option": later calls go straight to the plain program
+    unknown_option = False  # set at the first "No such compile option": later calls go straight to the plain program
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        nonlocal unknown_option
         traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs)))
         if traced or unknown_option or jax.default_backend() != "cpu":
             return plain(*args, **kwargs)
@@ -153,7 +154,7 @@ def jit_once(fn, **jit_kwargs):
         except RuntimeError as err:  # jax.errors.JaxRuntimeError, before anything runs
             if "No such compile option" not in str(err):
                 raise
-            unknown_option.append(str(err))
+            unknown_option = True
         return plain(*args, **kwargs)
 
     return call
